@@ -1,0 +1,30 @@
+# m2cpp — the two commands of the README:
+#   make demo   installs what is missing, builds, runs the bundled model
+#   make test   installs what is missing, builds, runs every test
+MAKEFLAGS += --no-print-directory
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build test demo clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+configure:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+
+build: setup configure
+	@cmake --build $(BUILD) -j $(JOBS)
+	@echo "built $(BUILD)/m2cpp"
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)/m2cpp
+
+clean:
+	rm -rf $(BUILD)

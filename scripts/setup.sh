@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what m2cpp needs to build and test, and nothing that is already
+# there: Debian -dev packages through apt, Python test tooling through pip.
+# Safe to run repeatedly (it is the first step of `make build`).
+set -euo pipefail
+
+DEB_PACKAGES=(
+  build-essential cmake pkg-config ccache python3 python3-pip
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev
+  libpcre2-dev libxxhash-dev libutf8proc-dev
+)
+# Python packages used only by tests and reference tools (module:package).
+PY_PACKAGES=(numpy:numpy pytest:pytest tokenizers:tokenizers jinja2:jinja2)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+py_missing=()
+for entry in "${PY_PACKAGES[@]}"; do
+  mod=${entry%%:*}; pkg=${entry#*:}
+  python3 -c "import $mod" 2>/dev/null || py_missing+=("$pkg")
+done
+if ((${#py_missing[@]})); then
+  echo "setup: installing Python test packages: ${py_missing[*]}"
+  python3 -m pip install -q "${py_missing[@]}" 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages "${py_missing[@]}"
+fi

@@ -1,0 +1,34 @@
+// Minimal leveled logging to stderr. stdout is reserved for command output
+// (JSON, rendered prompts), so nothing here ever writes to it.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+namespace m2 {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kQuiet = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+void log_line(LogLevel level, std::string_view message);
+
+template <typename... Args>
+void log_debug(fmt::format_string<Args...> f, Args&&... args) {
+  if (log_level() <= LogLevel::kDebug) log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void log_info(fmt::format_string<Args...> f, Args&&... args) {
+  if (log_level() <= LogLevel::kInfo) log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void log_warn(fmt::format_string<Args...> f, Args&&... args) {
+  if (log_level() <= LogLevel::kWarn) log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void log_error(fmt::format_string<Args...> f, Args&&... args) {
+  if (log_level() <= LogLevel::kError) log_line(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace m2
