@@ -1,0 +1,146 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace m2 {
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+
+namespace cpu {
+
+WeightRef weight_ref(const Linear& w) {
+  WeightRef r = weight_ref(w.weight);
+  if (w.is_fp8()) {
+    r.scales = w.scale_inv.as<float>();
+    r.scale_ld = w.scale_inv.shape[1];
+    r.block_rows = w.block_rows;
+    r.block_cols = w.block_cols;
+  }
+  return r;
+}
+
+WeightRef weight_ref(const TensorView& dense) {
+  WeightRef r;
+  r.dtype = dense.dtype;
+  r.data = dense.data;
+  r.ld = dense.shape.ndim == 2 ? dense.shape[1] : dense.shape[0];
+  return r;
+}
+
+CpuBackend::CpuBackend() : k_(kernels()), pool_(ThreadPool::global()) {}
+
+Status CpuBackend::prepare_weights(ModelWeights&) { return Status(); }
+
+std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) return nullptr;
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+void CpuBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) { std::memcpy(dst_host, src, bytes); }
+void CpuBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) { std::memcpy(dst, src_host, bytes); }
+
+void CpuBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
+  const int64_t H = out.cols;
+  const size_t row_bytes = static_cast<size_t>(H) * dtype_size(table.dtype);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const void* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[i]) * row_bytes;
+    k_.to_f32(table.dtype, row, out.data + i * H, H);
+  }
+}
+
+void CpuBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
+  const int64_t n = x.cols;
+  thread_local std::vector<float> w;
+  w.resize(n);
+  k_.to_f32(weight.dtype, weight.data, w.data(), n);
+  const float* wp = w.data();  // workers must use the caller's thread_local copy
+  // Statistics in double: exact enough that the result does not depend on
+  // the summation order, so every backend can match it.
+  auto row = [x, out, n, eps, wp](int64_t r) {
+    const float* xr = x.data + r * n;
+    float* o = out.data + r * n;
+    double ss = 0;
+    for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+    for (int64_t j = 0; j < n; ++j) o[j] = xr[j] * inv * wp[j];
+  };
+  if (x.rows * n < (1 << 16)) {
+    for (int64_t r = 0; r < x.rows; ++r) row(r);
+  } else {
+    pool_.parallel_for(x.rows, [&](int64_t r, int) { row(r); });
+  }
+}
+
+void CpuBackend::add(Act x, Act y) {
+  const int64_t n = x.rows * x.cols;
+  for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
+}
+
+void CpuBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out.data + i * out.cols, x.data + rows[i] * x.cols, sizeof(float) * x.cols);
+}
+
+void CpuBackend::matmul_ref(const float* x, int64_t T, int64_t K, const WeightRef& w, int64_t N, float* y) {
+  // Tiny products are not worth waking the workers.
+  if (T * N * K < (1 << 18) || pool_.size() == 1) {
+    k_.matmul(x, T, K, K, w, 0, N, y, N);
+    return;
+  }
+  pool_.parallel_ranges(N, 4, [&](int64_t b, int64_t e, int) { k_.matmul(x, T, K, K, w, b, e, y, N); });
+}
+
+void CpuBackend::matmul(Act x, const Linear& w, Act y) {
+  matmul_ref(x.data, x.rows, x.cols, weight_ref(w), y.cols, y.data);
+}
+
+void CpuBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                              std::span<const int32_t> positions, const RopeParams& rope) {
+  if (!q_norm.empty()) rms_norm(q, q_norm, eps, q);
+  if (!k_norm.empty()) rms_norm(k, k_norm, eps, k);
+  // NeoX pairing on the first rotary_dim dims of each head: (i, i + rotary_dim/2).
+  const int half = rope.rotary_dim / 2;
+  std::vector<double> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(rope.theta, (2.0 * i) / rope.rotary_dim);
+  std::vector<float> cs(2 * half);
+  auto rotate = [&](float* row, int64_t width) {
+    for (int64_t h = 0; h < width / rope.head_dim; ++h) {
+      float* x = row + h * rope.head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float c = cs[i], s = cs[half + i];
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+      }
+    }
+  };
+  for (int64_t t = 0; t < q.rows; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double theta = positions[t] * inv_freq[i];
+      cs[i] = static_cast<float>(std::cos(theta));
+      cs[half + i] = static_cast<float>(std::sin(theta));
+    }
+    rotate(q.data + t * q.cols, q.cols);
+    rotate(k.data + t * k.cols, k.cols);
+  }
+}
+
+void CpuBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
+  const KvCacheShape& s = cache.shape();
+  const int64_t row = s.token_elems();
+  const size_t esz = dtype_size(s.dtype);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    uint8_t* kd = static_cast<uint8_t*>(cache.k_base(layer)) + static_cast<size_t>(slots[t] * row) * esz;
+    uint8_t* vd = static_cast<uint8_t*>(cache.v_base(layer)) + static_cast<size_t>(slots[t] * row) * esz;
+    k_.from_f32(s.dtype, k.data + t * k.cols, kd, row);
+    k_.from_f32(s.dtype, v.data + t * v.cols, vd, row);
+  }
+}
+
+}  // namespace cpu
+}  // namespace m2

@@ -1,0 +1,51 @@
+// The CPU backend: the reference implementation of every Backend op. fp32
+// activations and accumulation; weights read in their stored dtype; work
+// split over the global thread pool. Not thread-safe: one forward at a time.
+#pragma once
+
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "model/backend.h"
+#include "util/thread_pool.h"
+
+namespace m2::cpu {
+
+// The kernel view of a Linear's weight.
+WeightRef weight_ref(const Linear& w);
+WeightRef weight_ref(const TensorView& dense);  // [rows, cols] float tensor
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+
+  std::string_view name() const override { return "cpu"; }
+  Status prepare_weights(ModelWeights& weights) override;
+  std::shared_ptr<void> allocate(size_t bytes) override;
+  void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
+  void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
+
+  void embed(const TensorView& table, std::span<const int32_t> ids, Act out) override;
+  void rms_norm(Act x, const TensorView& weight, float eps, Act out) override;
+  void add(Act x, Act y) override;
+  void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
+  void matmul(Act x, const Linear& w, Act y) override;
+  void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                    std::span<const int32_t> positions, const RopeParams& rope) override;
+  void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
+  void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
+                 Act out) override;
+  void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
+  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+
+  // y = x · Wᵀ for any weight reference (used by matmul, route, moe).
+  void matmul_ref(const float* x, int64_t T, int64_t K, const WeightRef& w, int64_t N, float* y);
+
+ private:
+  const Kernels& k_;
+  ThreadPool& pool_;
+  std::vector<float> router_logits_;                       // [T, E]
+  std::vector<float> moe_in_, moe_gate_, moe_up_, moe_out_;  // per-expert scratch
+};
+
+}  // namespace m2::cpu

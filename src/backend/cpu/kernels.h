@@ -1,0 +1,56 @@
+// Single-threaded CPU kernels, compiled once per ISA level (generic, AVX2,
+// AVX-512, AVX-512-BF16) from one template (kernels_impl.h) and chosen at run
+// time. The CPU backend splits work across threads and calls these.
+//
+// Weights stay in their stored dtype and are converted to fp32 in registers;
+// all accumulation is fp32. For a given ISA, each output row's arithmetic is
+// the same whatever the batch size T (batch invariance).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "util/cpu_features.h"
+
+namespace m2::cpu {
+
+// A weight matrix [rows, ld] in its stored dtype. F8 rows are scaled by
+// scales[(r / block_rows) * scale_ld + c / block_cols].
+struct WeightRef {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int64_t ld = 0;  // elements per row (= K)
+  const float* scales = nullptr;
+  int64_t scale_ld = 0;
+  int block_rows = 128;
+  int block_cols = 128;
+};
+
+struct Kernels {
+  Isa isa;
+  // y[t, n] = Σ_k x[t, k] · W[n, k] for t < T, n in [n_begin, n_end).
+  void (*matmul)(const float* x, int64_t T, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
+                 int64_t n_end, float* y, int64_t ldy);
+  void (*to_f32)(DType src_type, const void* src, float* dst, int64_t n);
+  void (*from_f32)(DType dst_type, const float* src, void* dst, int64_t n);  // RNE
+  // s[g, j] = scale · q[g]·k_j for G query heads q [G, hd] (contiguous) and n
+  // keys k_j at k + j * k_stride (elements) of `kt`.
+  void (*attn_scores)(const float* q, int G, int64_t hd, const void* k, DType kt, int64_t n, int64_t k_stride,
+                      float scale, float* s, int64_t lds);
+  // out[g] += Σ_j p[g, j] · v_j for G heads, out [G, hd] contiguous.
+  void (*attn_accum)(const float* p, int64_t ldp, int G, const void* v, DType vt, int64_t n, int64_t v_stride,
+                     int64_t hd, float* out);
+};
+
+// The kernels of the active ISA (util/cpu_features.h: CPUID, M2CPP_ISA).
+const Kernels& kernels();
+// The kernels of a given ISA (must be supported by this CPU).
+const Kernels& kernels_for(Isa isa);
+
+// Per-ISA tables, defined in kernels_<isa>.cpp.
+const Kernels& kernels_generic();
+const Kernels& kernels_avx2();
+const Kernels& kernels_avx512();
+const Kernels& kernels_avx512bf16();
+
+}  // namespace m2::cpu

@@ -1,0 +1,60 @@
+// AVX2 + FMA + F16C kernels (compiled with those flags only; chosen at run time).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+
+namespace m2::cpu {
+namespace avx2 {
+
+struct V {
+  using F = __m256;
+  static constexpr int W = 8;
+  static constexpr int kMaxTT = 2;  // 2 tokens x 4 rows = 8 accumulators of 16 registers
+  // load_fp8 widens e4m3 to f16 bit patterns (exponent bias 15 instead of 7),
+  // so it returns value / 2^8; the scale multiplier carries the 2^8.
+  static constexpr float kFp8Mul = 256.0f;
+
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float a) { return _mm256_set1_ps(a); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F a) { _mm256_storeu_ps(p, a); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static float reduce(F a) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  // i + (i+4)
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));                                   // (0,1) + (2,3)
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+  static F load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F load_fp8(const uint8_t* p) {
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i s = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8);
+    const __m128i m = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
+    return _mm256_cvtph_ps(_mm_or_si128(s, m));
+  }
+  static void store_bf16(uint16_t* p, F a) {
+    const __m256i u = _mm256_castps_si256(a);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+};
+
+#include "backend/cpu/kernels_impl.h"
+
+}  // namespace avx2
+
+const Kernels& kernels_avx2() { return avx2::make_kernels<avx2::V>(Isa::kAvx2); }
+
+}  // namespace m2::cpu

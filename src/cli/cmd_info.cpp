@@ -1,0 +1,124 @@
+// m2cpp info: what a model is, what it costs (parameters, bytes, KV/token).
+#include <filesystem>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "model/weights.h"
+#include "util/cpu_features.h"
+#include "util/json.h"
+
+namespace m2::cli {
+namespace {
+
+struct Counts {
+  uint64_t weights = 0;        // elements of weight tensors
+  uint64_t scales = 0;         // elements of FP8 scale tensors
+  uint64_t active = 0;         // elements read per token (one embedding row, k experts)
+  std::map<std::string, uint64_t> bytes_by_dtype;
+};
+
+Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const Checkpoint* ck) {
+  Counts n;
+  const std::string expert_tag = "block_sparse_moe.experts.";
+  for (const TensorSpec& s : specs) {
+    DType dt = s.dtype;
+    uint64_t elems = static_cast<uint64_t>(s.shape.numel());
+    if (ck) {
+      const SafetensorsEntry* e = ck->entry(s.name);
+      if (!e) continue;  // FP8 scales of a checkpoint stored unquantized
+      dt = e->dtype;
+    }
+    n.bytes_by_dtype[std::string(dtype_name(dt))] += elems * dtype_size(dt);
+    (s.kind == TensorSpec::Kind::kScale ? n.scales : n.weights) += elems;
+    // Active: everything but the embedding table (one row) and the experts
+    // (top-k of E per layer).
+    if (s.kind == TensorSpec::Kind::kEmbedding) {
+      n.active += s.shape[1];
+    } else if (s.name.find(expert_tag) != std::string::npos) {
+      n.active += elems * c.num_experts_per_tok / c.num_local_experts;
+    } else {
+      n.active += elems;
+    }
+  }
+  return n;
+}
+
+int run_info(const ModelOptions& mo, bool as_json) {
+  LoadOptions lo = mo.load_options();
+  auto cfg = load_config_from(mo.model);
+  if (!cfg.ok()) return fmt::print(stderr, "error: {}\n", cfg.status().message()), 1;
+  ModelConfig c = *cfg;
+  if (mo.num_layers > 0) c.num_hidden_layers = std::min(c.num_hidden_layers, mo.num_layers);
+  std::error_code ec;
+  const bool real = lo.format != LoadOptions::Format::kDummy && std::filesystem::is_directory(mo.model, ec);
+  std::unique_ptr<ModelWeights> w;
+  if (real) {  // validate the checkpoint and count what it really stores
+    auto loaded = mo.load();
+    if (!loaded.ok()) return fmt::print(stderr, "error: {}\n", loaded.status().message()), 1;
+    w = std::move(loaded.value());
+  }
+  const Counts n = count(c, expected_tensors(c), w ? w->checkpoint.get() : nullptr);
+  const uint64_t kv_bf16 = 2ull * c.num_hidden_layers * c.kv_dim() * 2;
+  const uint64_t total = n.weights + n.scales;
+
+  if (as_json) {
+    OrderedJson j;
+    j["model"] = mo.model;
+    j["source"] = real ? "safetensors" : "dummy";
+    j["layers"] = c.num_hidden_layers;
+    j["hidden_size"] = c.hidden_size;
+    j["vocab_size"] = c.vocab_size;
+    j["attention"] = {{"q_heads", c.num_attention_heads}, {"kv_heads", c.num_key_value_heads},
+                      {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim}, {"rope_theta", c.rope_theta}};
+    j["moe"] = {{"experts", c.num_local_experts}, {"top_k", c.num_experts_per_tok},
+                {"intermediate_size", c.intermediate_size}};
+    j["fp8_block"] = c.fp8 ? Json::array({c.fp8->block_rows, c.fp8->block_cols}) : Json();
+    j["parameters"] = total;
+    j["weight_elements"] = n.weights;
+    j["fp8_scale_elements"] = n.scales;
+    j["active_parameters"] = n.active;
+    j["bytes_by_dtype"] = n.bytes_by_dtype;
+    j["kv_bytes_per_token_bf16"] = kv_bf16;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model            {} ({})\n", mo.model, real ? "safetensors checkpoint" : "dummy weights");
+  fmt::print("architecture     MiniMaxM2ForCausalLM, {} layers, hidden {}, vocab {}, context {}\n",
+             c.num_hidden_layers, c.hidden_size, c.vocab_size, c.max_position_embeddings);
+  fmt::print("attention        {} q heads x {}, {} kv heads (GQA {}:1), rotary {} of {} dims, theta {:g}, "
+             "qk norm {}\n", c.num_attention_heads, c.head_dim, c.num_key_value_heads, c.gqa_group(),
+             c.rotary_dim, c.head_dim, c.rope_theta, c.use_qk_norm ? "full-width" : "off");
+  fmt::print("moe              {} experts, top-{}, width {}, sigmoid routing{}\n", c.num_local_experts,
+             c.num_experts_per_tok, c.intermediate_size, c.use_routing_bias ? " + correction bias" : "");
+  fmt::print("weights          {}{}\n", dtype_name(c.dtype),
+             c.fp8 ? fmt::format(" + FP8 e4m3 {}x{} block-scaled linears", c.fp8->block_rows, c.fp8->block_cols)
+                   : std::string());
+  fmt::print("parameters       {:.2f} B total ({} weights + {} FP8 scales)\n", total / 1e9, n.weights, n.scales);
+  fmt::print("active/token     {:.2f} B ({})\n", n.active / 1e9, n.active);
+  uint64_t bytes = 0;
+  for (const auto& [name, b] : n.bytes_by_dtype) {
+    fmt::print("bytes {:<10} {:.3f} GiB ({} bytes)\n", name, b / double(1ull << 30), b);
+    bytes += b;
+  }
+  fmt::print("bytes total      {:.3f} GiB\n", bytes / double(1ull << 30));
+  fmt::print("kv cache/token   {} bytes in BF16 ({} in FP8)\n", kv_bf16, kv_bf16 / 2);
+  fmt::print("cpu              {} kernels\n", isa_name(active_isa()));
+  return 0;
+}
+
+Command make_info(CLI::App& parent) {
+  auto* app = parent.add_subcommand("info", "Config summary, parameter counts, bytes by dtype, KV bytes per token");
+  auto mo = std::make_shared<ModelOptions>();
+  auto as_json = std::make_shared<bool>(false);
+  mo->add_to(app);
+  app->add_flag("--json", *as_json, "Machine-readable output");
+  return {app, [mo, as_json] { return run_info(*mo, *as_json); }};
+}
+
+}  // namespace
+
+M2_REGISTER_COMMAND(info, 10, make_info);
+
+}  // namespace m2::cli

@@ -1,0 +1,53 @@
+// m2cpp logits: the logits of every position of a prompt, from one forward
+// pass, as float32 [n_ids, vocab_size] in a .npy file.
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "io/npy.h"
+#include "model/greedy.h"
+
+namespace m2::cli {
+namespace {
+
+Result<DType> parse_kv_dtype(const std::string& s) {
+  if (s == "f32" || s == "float32") return DType::kF32;
+  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
+  return errorf("--kv-dtype {}: expected f32 or bf16", s);
+}
+
+int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::string& out, const std::string& kv) {
+  auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
+  auto ids = parse_id_list(ids_text);
+  if (!ids.ok()) return fail(ids.status());
+  auto kv_dtype = parse_kv_dtype(kv);
+  if (!kv_dtype.ok()) return fail(kv_dtype.status());
+  auto w = mo.load();
+  if (!w.ok()) return fail(w.status());
+  auto backend = mo.make_backend();
+  if (!backend.ok()) return fail(backend.status());
+  MiniMaxM2 model(**w, **backend);
+  auto logits = all_logits(model, *ids, *kv_dtype);
+  if (!logits.ok()) return fail(logits.status());
+  const int64_t n = static_cast<int64_t>(ids->size());
+  Status s = write_npy_f32(out, logits->data(), {n, model.config().vocab_size});
+  if (!s.ok()) return fail(s);
+  return 0;
+}
+
+Command make_logits(CLI::App& parent) {
+  auto* app = parent.add_subcommand("logits", "Logits of every position of --ids, written as float32 .npy");
+  auto mo = std::make_shared<ModelOptions>();
+  auto ids = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto kv = std::make_shared<std::string>("f32");
+  mo->add_to(app);
+  app->add_option("--ids", *ids, "Comma-separated token ids")->required();
+  app->add_option("--out", *out, "Output .npy path")->required();
+  app->add_option("--kv-dtype", *kv, "KV cache dtype: f32 or bf16");
+  return {app, [=] { return run_logits(*mo, *ids, *out, *kv); }};
+}
+
+}  // namespace
+
+M2_REGISTER_COMMAND(logits, 20, make_logits);
+
+}  // namespace m2::cli

@@ -1,0 +1,85 @@
+#include "cli/model_options.h"
+
+#include <filesystem>
+
+#include "util/json.h"
+#include "util/thread_pool.h"
+
+namespace m2::cli {
+
+void ModelOptions::add_to(CLI::App* app, bool model_required) {
+  auto* m = app->add_option("-m,--model", model, "Model directory (config.json + safetensors), or a config.json "
+                                                "file with --load-format dummy");
+  if (model_required) m->required();
+  app->add_option("--load-format", load_format, "auto | safetensors | dummy (random weights in the real dtypes)")
+      ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
+  app->add_option("--num-layers", num_layers, "Use only the first N decoder layers");
+  app->add_option("--seed", seed, "Seed of --load-format dummy weights");
+  app->add_option("--threads", threads, "CPU threads (default: all hardware threads)");
+  app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
+}
+
+LoadOptions ModelOptions::load_options() const {
+  LoadOptions o;
+  o.format = load_format == "dummy"         ? LoadOptions::Format::kDummy
+             : load_format == "safetensors" ? LoadOptions::Format::kSafetensors
+                                            : LoadOptions::Format::kAuto;
+  o.num_layers = num_layers;
+  o.seed = seed;
+  return o;
+}
+
+Result<std::unique_ptr<ModelWeights>> ModelOptions::load() const {
+  if (threads > 0) ThreadPool::set_global_threads(threads);
+  return load_model(model, load_options());
+}
+
+Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
+  if (device == "cpu") return make_cpu_backend();
+  return errorf("--device {}: not available in this build", device);
+}
+
+Result<std::vector<int32_t>> parse_id_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string item = text.substr(i, j - i);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) return errorf("--ids: empty item at character {}", i);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != item.size() || v < 0 || v > INT32_MAX) return errorf("--ids: '{}' is not a token id", item);
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) return errorf("--ids: no token ids given");
+  return ids;
+}
+
+std::vector<int32_t> model_eos_ids(const std::string& model_dir, const ModelConfig& config) {
+  std::vector<int32_t> ids;
+  const auto path = std::filesystem::path(model_dir) / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::is_directory(model_dir, ec) && std::filesystem::exists(path, ec)) {
+    auto j = read_json_file(path.string());
+    if (j.ok()) {
+      auto it = j->find("eos_token_id");
+      if (it != j->end() && it->is_number_integer()) ids.push_back(it->get<int32_t>());
+      if (it != j->end() && it->is_array())
+        for (const auto& v : *it)
+          if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+    }
+  }
+  if (ids.empty() && config.eos_token_id) ids.push_back(*config.eos_token_id);
+  return ids;
+}
+
+}  // namespace m2::cli

@@ -1,0 +1,37 @@
+// Flags shared by the commands that load a model (-m, --load-format, ...).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "model/backend.h"
+#include "model/weights.h"
+#include "util/status.h"
+
+namespace m2::cli {
+
+struct ModelOptions {
+  std::string model;              // directory, or config.json for dummy weights
+  std::string load_format = "auto";
+  int num_layers = -1;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string device = "cpu";
+
+  void add_to(CLI::App* app, bool model_required = true);
+  LoadOptions load_options() const;
+  // Applies --threads, then loads the weights.
+  Result<std::unique_ptr<ModelWeights>> load() const;
+  Result<std::unique_ptr<Backend>> make_backend() const;
+};
+
+// "1,2,3" -> ids.
+Result<std::vector<int32_t>> parse_id_list(const std::string& text);
+
+// End-of-sequence ids of a model directory: generation_config.json's
+// eos_token_id (int or list), else config.json's; empty if neither says.
+std::vector<int32_t> model_eos_ids(const std::string& model_dir, const ModelConfig& config);
+
+}  // namespace m2::cli

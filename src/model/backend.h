@@ -1,0 +1,98 @@
+// The ops the MiniMax-M2 forward pass is written against. A backend (CPU,
+// CUDA) implements them over its own memory; the model code only passes
+// handles around and never touches activation memory itself. Each op is
+// tested on every backend against the CPU backend (tests/backend/).
+//
+// Activations are fp32 matrices [rows, cols] (rows = tokens of the step).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "util/status.h"
+
+namespace m2 {
+
+// A dense fp32 matrix in backend memory, row stride = cols.
+struct Act {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  Act rows_slice(int64_t begin, int64_t end) const { return {data + begin * cols, end - begin, cols}; }
+};
+
+// Per-token expert choice of the router, in backend memory: [tokens, top_k].
+struct Routing {
+  int32_t* expert_ids = nullptr;
+  float* weights = nullptr;  // renormalised unbiased sigmoid scores
+  int64_t tokens = 0;
+  int top_k = 0;
+};
+
+struct RopeParams {
+  int head_dim = 0;
+  int rotary_dim = 0;
+  double theta = 0;
+};
+
+// One sequence's slice of a step: rows [first_row, first_row + num_rows) of
+// the step's activations are its tokens at positions
+// [context_len - num_rows, context_len); keys come from its KV blocks.
+struct SeqSlice {
+  int64_t first_row = 0;
+  int64_t num_rows = 0;
+  int64_t context_len = 0;
+  std::span<const int32_t> block_table;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // Makes the weights usable by the ops (GPU: upload; CPU: nothing to do).
+  virtual Status prepare_weights(ModelWeights& weights) = 0;
+  // Memory for activations and caches; freed with the returned handle.
+  virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  virtual void copy_to_host(const void* src, void* dst_host, size_t bytes) = 0;
+  virtual void copy_from_host(const void* src_host, void* dst, size_t bytes) = 0;
+
+  // out[i] = table[ids[i]] as fp32.
+  virtual void embed(const TensorView& table, std::span<const int32_t> ids, Act out) = 0;
+  // out = x / rms(x) * w over each row (fp32 statistics). out may be x.
+  virtual void rms_norm(Act x, const TensorView& weight, float eps, Act out) = 0;
+  // x += y
+  virtual void add(Act x, Act y) = 0;
+  // out[i] = x[rows[i]]
+  virtual void gather_rows(Act x, std::span<const int64_t> rows, Act out) = 0;
+  // y = x · Wᵀ; weights in their stored dtype, fp32 accumulation.
+  virtual void matmul(Act x, const Linear& w, Act y) = 0;
+  // Full-width RMSNorm of q [T, q_dim] and k [T, kv_dim] (skipped when the
+  // norm weights are empty), then partial NeoX RoPE of both at `positions`.
+  virtual void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                            std::span<const int32_t> positions, const RopeParams& rope) = 0;
+  // Writes k and v rows [T, kv_dim] into the cache at flat slots
+  // (block * block_size + offset).
+  virtual void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) = 0;
+  // Causal GQA attention of q [T, heads*head_dim] over each sequence's cached
+  // keys and values; out [T, heads*head_dim].
+  virtual void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                         float scale, Act out) = 0;
+  // Sigmoid router in fp32: top-k of sigmoid(x·gateᵀ) + bias, weights
+  // renormalised from the unbiased scores, times `scaling`.
+  virtual void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling,
+                     Routing out) = 0;
+  // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
+  virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
+};
+
+// The CPU backend (backend/cpu), the reference for every other backend.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace m2

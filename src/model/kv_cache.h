@@ -1,0 +1,48 @@
+// Paged KV cache storage: per layer, K and V arrays of fixed-size blocks
+// [num_blocks, block_size, kv_heads, head_dim], in backend memory. Which
+// blocks a sequence owns is the caller's business (engine/ block manager);
+// attention reads through per-sequence block tables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "tensor/dtype.h"
+
+namespace m2 {
+
+struct KvCacheShape {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;  // tokens per block
+  int64_t num_blocks = 0;
+  DType dtype = DType::kBF16;  // F32 or BF16
+
+  int64_t token_elems() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }  // per K (or V)
+  int64_t block_bytes() const { return block_size * token_elems() * static_cast<int64_t>(dtype_size(dtype)); }
+  // Bytes of K and V for one token across all layers.
+  int64_t bytes_per_token() const { return 2ll * num_layers * token_elems() * static_cast<int64_t>(dtype_size(dtype)); }
+};
+
+class KvCache {
+ public:
+  KvCache(const KvCacheShape& shape, std::shared_ptr<void> storage);
+
+  const KvCacheShape& shape() const { return shape_; }
+  // Base of layer `l`'s K (or V) blocks.
+  void* k_base(int layer) const { return layer_base(layer, 0); }
+  void* v_base(int layer) const { return layer_base(layer, 1); }
+  static size_t storage_bytes(const KvCacheShape& shape) {
+    return static_cast<size_t>(2ll * shape.num_layers * shape.num_blocks * shape.block_bytes());
+  }
+
+ private:
+  void* layer_base(int layer, int kv) const {
+    return static_cast<uint8_t*>(storage_.get()) + (2ll * layer + kv) * shape_.num_blocks * shape_.block_bytes();
+  }
+  KvCacheShape shape_;
+  std::shared_ptr<void> storage_;
+};
+
+}  // namespace m2

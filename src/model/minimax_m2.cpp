@@ -1,0 +1,116 @@
+#include "model/minimax_m2.h"
+
+#include <cmath>
+
+namespace m2 {
+namespace {
+// Scratch buffer slots.
+enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, kNumSlots };
+}  // namespace
+
+MiniMaxM2::MiniMaxM2(const ModelWeights& weights, Backend& backend)
+    : weights_(weights), backend_(backend), scratch_(kNumSlots) {}
+
+KvCacheShape MiniMaxM2::kv_shape(int block_size, int64_t num_blocks, DType dtype) const {
+  KvCacheShape s;
+  s.num_layers = config().num_hidden_layers;
+  s.num_kv_heads = config().num_key_value_heads;
+  s.head_dim = config().head_dim;
+  s.block_size = block_size;
+  s.num_blocks = num_blocks;
+  s.dtype = dtype;
+  return s;
+}
+
+std::unique_ptr<KvCache> MiniMaxM2::make_kv_cache(int block_size, int64_t num_blocks, DType dtype) {
+  const KvCacheShape s = kv_shape(block_size, num_blocks, dtype);
+  return std::make_unique<KvCache>(s, backend_.allocate(KvCache::storage_bytes(s)));
+}
+
+Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
+  const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+  auto& [buf, size] = scratch_[index];
+  if (size < bytes) {
+    buf = backend_.allocate(bytes);
+    size = bytes;
+  }
+  return Act{static_cast<float*>(buf.get()), rows, cols};
+}
+
+Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
+  const ModelConfig& c = config();
+  const int64_t T = static_cast<int64_t>(in.tokens.size());
+  if (T == 0) return errorf("forward: empty step");
+  if (in.positions.size() != in.tokens.size() || in.slots.size() != in.tokens.size())
+    return errorf("forward: {} tokens but {} positions and {} slots", T, in.positions.size(), in.slots.size());
+  for (int32_t id : in.tokens) {
+    if (id < 0 || id >= c.vocab_size) return errorf("token id {} is outside the vocabulary [0, {})", id, c.vocab_size);
+  }
+  int64_t covered = 0;
+  for (const SeqSlice& s : in.seqs) {
+    if (s.first_row != covered || s.num_rows <= 0 || s.context_len < s.num_rows ||
+        s.context_len > static_cast<int64_t>(s.block_table.size()) * cache.shape().block_size)
+      return errorf("forward: inconsistent sequence slice (rows {}+{}, context {}, {} blocks)", s.first_row,
+                    s.num_rows, s.context_len, s.block_table.size());
+    covered += s.num_rows;
+  }
+  if (covered != T) return errorf("forward: sequences cover {} of {} rows", covered, T);
+  for (int64_t r : in.logit_rows) {
+    if (r < 0 || r >= T) return errorf("forward: logit row {} outside [0, {})", r, T);
+  }
+
+  const int64_t H = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const RopeParams rope{c.head_dim, c.rotary_dim, c.rope_theta};
+  const float attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  Act x = scratch(kX, T, H);
+  Act h = scratch(kH, T, H);
+  Act q = scratch(kQ, T, c.q_dim());
+  Act k = scratch(kK, T, c.kv_dim());
+  Act v = scratch(kV, T, c.kv_dim());
+  Act attn = scratch(kAttn, T, c.q_dim());
+  Act out = scratch(kOut, T, H);
+  Routing routing;
+  routing.tokens = T;
+  routing.top_k = c.num_experts_per_tok;
+  routing.expert_ids = reinterpret_cast<int32_t*>(scratch(kRouteIds, T, routing.top_k).data);
+  routing.weights = scratch(kRouteW, T, routing.top_k).data;
+
+  Backend& b = backend_;
+  b.embed(weights_.embed, in.tokens, x);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& L = weights_.layers[l];
+    // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)).
+    b.rms_norm(x, L.input_norm, eps, h);
+    b.matmul(h, L.q_proj, q);
+    b.matmul(h, L.k_proj, k);
+    b.matmul(h, L.v_proj, v);
+    b.qk_norm_rope(q, k, L.q_norm, L.k_norm, eps, in.positions, rope);
+    b.kv_store(cache, l, k, v, in.slots);
+    b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
+    b.matmul(attn, L.o_proj, out);
+    b.add(x, out);
+    // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
+    b.rms_norm(x, L.post_attention_norm, eps, h);
+    b.route(h, L.router, L.router_bias, c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor),
+            routing);
+    b.moe(h, L, routing, out);
+    b.add(x, out);
+  }
+
+  const int64_t R = static_cast<int64_t>(in.logit_rows.size());
+  if (R == 0) {
+    logits->clear();
+    return Status();
+  }
+  Act sel = scratch(kSel, R, H);
+  b.gather_rows(x, in.logit_rows, sel);
+  b.rms_norm(sel, weights_.final_norm, eps, sel);
+  Act lg = scratch(kLogits, R, c.vocab_size);
+  b.matmul(sel, weights_.lm_head, lg);
+  logits->resize(static_cast<size_t>(R * c.vocab_size));
+  b.copy_to_host(lg.data, logits->data(), logits->size() * sizeof(float));
+  return Status();
+}
+
+}  // namespace m2

@@ -1,0 +1,47 @@
+// The MiniMax-M2 forward pass (m2-spec.md §2), written once against the
+// Backend ops. One call runs one step: any mix of prefill chunks and decode
+// tokens of several sequences, whose keys and values go to and come from the
+// paged KV cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/backend.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace m2 {
+
+struct StepInput {
+  std::vector<int32_t> tokens;      // [T]
+  std::vector<int32_t> positions;   // [T] absolute positions (0-based)
+  std::vector<int64_t> slots;       // [T] KV-cache slot of each token
+  std::vector<SeqSlice> seqs;       // which rows belong to which sequence
+  std::vector<int64_t> logit_rows;  // rows whose next-token logits are wanted
+};
+
+class MiniMaxM2 {
+ public:
+  MiniMaxM2(const ModelWeights& weights, Backend& backend);
+
+  const ModelConfig& config() const { return weights_.config; }
+  Backend& backend() { return backend_; }
+
+  // The cache shape for this model.
+  KvCacheShape kv_shape(int block_size, int64_t num_blocks, DType dtype) const;
+  std::unique_ptr<KvCache> make_kv_cache(int block_size, int64_t num_blocks, DType dtype);
+
+  // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host).
+  Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
+
+ private:
+  Act scratch(int index, int64_t rows, int64_t cols);
+
+  const ModelWeights& weights_;
+  Backend& backend_;
+  std::vector<std::pair<std::shared_ptr<void>, size_t>> scratch_;  // grown on demand
+};
+
+}  // namespace m2
