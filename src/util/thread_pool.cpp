@@ -83,7 +83,9 @@ void ThreadPool::parallel_ranges(int64_t n, int64_t align,
   if (n <= 0) return;
   align = std::max<int64_t>(1, align);
   const int64_t units = (n + align - 1) / align;
-  const int64_t parts = std::min<int64_t>(n_threads_, units);
+  // A few parts per thread, claimed dynamically: when a thread is descheduled
+  // (an oversubscribed machine) the others take over its share.
+  const int64_t parts = std::min<int64_t>(n_threads_ == 1 ? 1 : 4ll * n_threads_, units);
   parallel_for(parts, [&](int64_t part, int thread) {
     const int64_t b = std::min(n, (units * part / parts) * align);
     const int64_t e = std::min(n, (units * (part + 1) / parts) * align);

@@ -26,8 +26,9 @@ class ThreadPool {
   // the tasks inline on the calling thread.
   void parallel_for(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
-  // Splits [0, n) into size() contiguous ranges, aligned to `align` elements,
-  // and runs fn(begin, end, thread) on each non-empty one.
+  // Splits [0, n) into contiguous ranges (a few per thread, handed out
+  // dynamically), aligned to `align` elements, and runs fn(begin, end,
+  // thread) on each non-empty one.
   void parallel_ranges(int64_t n, int64_t align,
                        const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
 

@@ -40,6 +40,8 @@ struct Kernels {
   // out[g] += Σ_j p[g, j] · v_j for G heads, out [G, hd] contiguous.
   void (*attn_accum)(const float* p, int64_t ldp, int G, const void* v, DType vt, int64_t n, int64_t v_stride,
                      int64_t hd, float* out);
+  // Σ p[i] with vector loads: the memory-bandwidth probe of `bench roofline`.
+  float (*sum_f32)(const float* p, int64_t n);
 };
 
 // The kernels of the active ISA (util/cpu_features.h: CPUID, M2CPP_ISA).

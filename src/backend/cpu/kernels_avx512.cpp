@@ -1,6 +1,7 @@
 // AVX-512 (F, BW, VL, DQ) kernels; chosen at run time.
 #include "backend/cpu/avx512_policy.h"
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backend/cpu/kernels.h"

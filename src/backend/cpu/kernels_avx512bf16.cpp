@@ -1,7 +1,10 @@
 // AVX-512 kernels with the BF16 extension: fp32 -> bf16 conversion (KV cache
-// writes) in one instruction (vcvtneps2bf16, round to nearest even).
+// writes) in one instruction (vcvtneps2bf16, round to nearest even). Unlike
+// the other levels it flushes fp32 denormal inputs (|x| < 2^-126) to zero, as
+// the instruction does; activations that small carry no information.
 #include "backend/cpu/avx512_policy.h"
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backend/cpu/kernels.h"

@@ -1,0 +1,173 @@
+// m2cpp bench: measured performance beside the machine's own ceilings.
+//   bench roofline   host memory bandwidth and fp32 matmul throughput
+//   bench decode     batch-1 decode of a model (e.g. dummy weights at the real
+//                    M2 shape): tokens/s and the fraction of the measured
+//                    memory bandwidth that the bytes read per token reach
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include "backend/cpu/roofline.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "model/minimax_m2.h"
+#include "util/cpu_features.h"
+#include "util/json.h"
+#include "util/thread_pool.h"
+
+namespace m2::cli {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+uint64_t bytes_of(const TensorView& t) { return t.empty() ? 0 : t.nbytes(); }
+uint64_t bytes_of(const Linear& l) { return bytes_of(l.weight) + bytes_of(l.scale_inv); }
+
+// Weight and KV bytes one batch-1 decode step must read: every dense weight,
+// top_k experts per layer, one embedding row, the head, and the whole KV
+// history of every layer.
+uint64_t decode_bytes_per_token(const ModelWeights& w, int64_t context, DType kv_dtype) {
+  const ModelConfig& c = w.config;
+  uint64_t b = static_cast<uint64_t>(c.hidden_size) * dtype_size(w.embed.dtype) + bytes_of(w.final_norm) +
+               bytes_of(w.lm_head);
+  for (const LayerWeights& L : w.layers) {
+    b += bytes_of(L.input_norm) + bytes_of(L.post_attention_norm) + bytes_of(L.q_norm) + bytes_of(L.k_norm);
+    b += bytes_of(L.q_proj) + bytes_of(L.k_proj) + bytes_of(L.v_proj) + bytes_of(L.o_proj);
+    b += bytes_of(L.router) + bytes_of(L.router_bias);
+    const ExpertWeights& e = L.experts[0];
+    b += static_cast<uint64_t>(c.num_experts_per_tok) * (bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3));
+    b += 2ull * context * c.kv_dim() * dtype_size(kv_dtype);
+  }
+  return b;
+}
+
+struct DecodeArgs {
+  int64_t context = 1024;
+  int tokens = 16;
+  int prefill_chunk = 256;
+  std::string kv = "bf16";
+  std::string json_out;
+};
+
+int run_roofline() {
+  const auto bw = cpu::measure_read_bandwidth();
+  const double flops = cpu::measure_matmul_flops();
+  fmt::print("cpu kernels      {} ({} threads)\n", isa_name(active_isa()), bw.threads);
+  fmt::print("memory read      {:.1f} GB/s ({} MiB buffer, best of 5)\n", bw.bytes_per_second / 1e9,
+             bw.buffer_bytes >> 20);
+  fmt::print("fp32 matmul      {:.1f} GFLOP/s (64x1024x1024, cache-resident)\n", flops / 1e9);
+  return 0;
+}
+
+int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
+  auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
+  if (mo.threads > 0) ThreadPool::set_global_threads(mo.threads);
+  const auto bw = cpu::measure_read_bandwidth();
+  auto w = mo.load();
+  if (!w.ok()) return fail(w.status());
+  auto backend = mo.make_backend();
+  if (!backend.ok()) return fail(backend.status());
+  MiniMaxM2 model(**w, **backend);
+  const ModelConfig& c = model.config();
+  const DType kv_dtype = a.kv == "f32" ? DType::kF32 : DType::kBF16;
+  const int bs = 16;
+  const int64_t total = a.context + a.tokens + 1;
+  auto cache = model.make_kv_cache(bs, (total + bs - 1) / bs, kv_dtype);
+  std::vector<int32_t> blocks(cache->shape().num_blocks);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+
+  auto step = [&](const std::vector<int32_t>& toks, int64_t pos, std::vector<float>* logits) {
+    StepInput in;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    in.tokens = toks;
+    for (int64_t i = 0; i < n; ++i) {
+      in.positions.push_back(static_cast<int32_t>(pos + i));
+      in.slots.push_back(pos + i);
+    }
+    in.seqs.push_back({0, n, pos + n, blocks});
+    in.logit_rows.push_back(n - 1);
+    return model.forward(in, *cache, logits);
+  };
+
+  // Prefill the context with random tokens.
+  std::mt19937 rng(1);
+  std::vector<float> logits;
+  const auto p0 = clock::now();
+  for (int64_t p = 0; p < a.context; p += a.prefill_chunk) {
+    std::vector<int32_t> toks(std::min<int64_t>(a.prefill_chunk, a.context - p));
+    for (auto& t : toks) t = static_cast<int32_t>(rng() % c.vocab_size);
+    Status s = step(toks, p, &logits);
+    if (!s.ok()) return fail(s);
+  }
+  const double prefill_s = std::chrono::duration<double>(clock::now() - p0).count();
+
+  // Decode: greedy, one token per step, feeding back the argmax.
+  int64_t pos = a.context;
+  auto next = [&] { return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
+  if (a.context == 0) logits.assign(c.vocab_size, 0.0f);
+  Status s = step({next()}, pos++, &logits);  // warm-up step (page faults, thread wake-up)
+  if (!s.ok()) return fail(s);
+  std::vector<double> times;
+  for (int i = 0; i < a.tokens; ++i) {
+    const auto t0 = clock::now();
+    s = step({next()}, pos++, &logits);
+    if (!s.ok()) return fail(s);
+    times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  double mean = 0;
+  for (double t : times) mean += t / times.size();
+  const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
+  const uint64_t bytes = decode_bytes_per_token(**w, ctx_mid, kv_dtype);
+  const double achieved = bytes / median;
+
+  fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers,
+             mo.model, c.num_local_experts, c.num_experts_per_tok, mo.load_format);
+  fmt::print("cpu              {} kernels, {} threads\n", isa_name(active_isa()), ThreadPool::global().size());
+  fmt::print("prefill          {} tokens in {:.2f} s ({:.1f} tokens/s)\n", a.context, prefill_s,
+             a.context / std::max(prefill_s, 1e-9));
+  fmt::print("decode           {} steps at context {}..{}: median {:.2f} ms/token, mean {:.2f} ms ({:.2f} tokens/s)\n",
+             a.tokens, a.context + 1, pos - 1, median * 1e3, mean * 1e3, 1.0 / median);
+  fmt::print("bytes/token      {:.1f} MB (weights of the token's path + KV in {})\n", bytes / 1e6,
+             dtype_name(kv_dtype));
+  fmt::print("bandwidth        {:.1f} GB/s achieved vs {:.1f} GB/s measured read ceiling = {:.0f} %\n",
+             achieved / 1e9, bw.bytes_per_second / 1e9, 100.0 * achieved / bw.bytes_per_second);
+  if (!a.json_out.empty()) {
+    Json j = {{"layers", c.num_hidden_layers},     {"context", a.context},
+              {"median_s_per_token", median},      {"mean_s_per_token", mean},
+              {"tokens_per_s", 1.0 / median},      {"bytes_per_token", bytes},
+              {"achieved_bytes_per_s", achieved},  {"ceiling_bytes_per_s", bw.bytes_per_second},
+              {"fraction_of_ceiling", achieved / bw.bytes_per_second},
+              {"isa", std::string(isa_name(active_isa()))}, {"threads", ThreadPool::global().size()},
+              {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)}};
+    std::ofstream(a.json_out) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+Command make_bench(CLI::App& parent) {
+  auto* app = parent.add_subcommand("bench", "Benchmarks, each printed beside the machine's measured ceiling");
+  app->require_subcommand(1);
+  auto* roof = app->add_subcommand("roofline", "Measure host memory bandwidth and fp32 matmul throughput");
+  auto* dec = app->add_subcommand("decode", "Batch-1 decode speed and its fraction of memory bandwidth");
+  auto mo = std::make_shared<ModelOptions>();
+  auto a = std::make_shared<DecodeArgs>();
+  mo->add_to(dec);
+  dec->add_option("--context", a->context, "Tokens of context before decoding");
+  dec->add_option("--tokens", a->tokens, "Decode steps to time");
+  dec->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per prefill step");
+  dec->add_option("--kv-dtype", a->kv, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  dec->add_option("--json", a->json_out, "Also write the figures to this JSON file");
+  return {app, [roof, dec, mo, a] {
+            if (roof->parsed()) return run_roofline();
+            if (dec->parsed()) return run_decode(*mo, *a);
+            return 1;
+          }};
+}
+
+}  // namespace
+
+M2_REGISTER_COMMAND(bench, 90, make_bench);
+
+}  // namespace m2::cli

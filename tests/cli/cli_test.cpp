@@ -1,0 +1,119 @@
+// The m2cpp binary end to end: info, logits, generate, and their errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "io/npy.h"
+#include "util/json.h"
+
+namespace m2 {
+namespace {
+
+struct CmdResult {
+  int code;
+  std::string out, err;
+};
+
+CmdResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "m2cpp_stderr.txt";
+  const std::string cmd = std::string(M2CPP_BINARY) + " " + args + " 2>" + err_path;
+  CmdResult r{};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+std::string src(const std::string& rel) { return std::string(M2CPP_SOURCE_DIR) + "/" + rel; }
+
+std::string reference_ids(const std::string& variant, const char* key) {
+  auto j = read_json_file(src("tests/data/reference/" + variant + "/prompt.json"));
+  std::string s;
+  for (int id : (*j)[key]) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+TEST(Cli, InfoOnDummyM27ReportsTheRealModelSize) {
+  CmdResult r = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out, "info");
+  ASSERT_TRUE(j.ok()) << r.out;
+  EXPECT_EQ((*j)["parameters"].get<uint64_t>(), 228703644928ull);  // 228.7 B, spec §1.2
+  EXPECT_EQ((*j)["fp8_scale_elements"].get<uint64_t>(), 13880064ull);
+  const double active = (*j)["active_parameters"].get<double>();
+  EXPECT_GT(active, 10.35e9);
+  EXPECT_LT(active, 10.45e9);  // ≈ 10.4 B
+  EXPECT_EQ((*j)["kv_bytes_per_token_bf16"].get<uint64_t>(), 253952u);
+  EXPECT_EQ((*j)["bytes_by_dtype"]["F8_E4M3"].get<uint64_t>(), 227410968576ull);
+
+  CmdResult text = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy");
+  ASSERT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("228.70 B"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("253952 bytes in BF16"), std::string::npos) << text.out;
+}
+
+TEST(Cli, InfoOnCheckpointCountsStoredBytes) {
+  CmdResult r = run("info -m " + src("tests/data/m2-tiny-fp8") + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out, "info");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["source"], "safetensors");
+  EXPECT_GT((*j)["bytes_by_dtype"]["F8_E4M3"].get<uint64_t>(), 0u);
+}
+
+TEST(Cli, LogitsWritesNpyMatchingReference) {
+  const std::string out = ::testing::TempDir() + "m2cpp_logits.npy";
+  CmdResult r = run("logits -m " + src("tests/data/m2-tiny-bf16") + " --ids " + reference_ids("m2-tiny-bf16", "prompt_ids") +
+              " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto ours = read_npy(out);
+  auto ref = read_npy(src("tests/data/reference/m2-tiny-bf16/logits.npy"));
+  ASSERT_TRUE(ours.ok() && ref.ok());
+  ASSERT_EQ(ours->shape, ref->shape);
+  for (size_t i = 0; i < ref->values.size(); ++i) ASSERT_NEAR(ours->values[i], ref->values[i], 5e-3);
+}
+
+TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
+  for (const std::string v : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
+    auto j = read_json_file(src("tests/data/reference/" + v + "/prompt.json"));
+    const size_t n = (*j)["greedy_ids"].size();
+    CmdResult r = run("generate -m " + src("tests/data/" + v) + " --ids " + reference_ids(v, "greedy_prompt_ids") +
+                " --max-tokens " + std::to_string(n) + " --temperature 0 --ignore-eos --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto got = parse_json(r.out, "generate");
+    ASSERT_TRUE(got.ok()) << r.out;
+    EXPECT_EQ((*got)["ids"], (*j)["greedy_ids"]) << v;
+  }
+}
+
+TEST(Cli, ErrorsAreMessagesNotCrashes) {
+  struct Case {
+    std::string args, needle;
+  };
+  const std::vector<Case> cases = {
+      {"info -m /nonexistent/dir", "cannot open"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1,x", "'x' is not a token id"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1,999999", "outside the vocabulary"},
+      {"logits -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --out /nonexistent/x.npy", "cannot open"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --temperature 0.7", "only greedy"},
+      {"info -m " + src("tests/data/m2-tiny-bf16") + " --num-layers 9", "exceeds the model's 3 layers"},
+  };
+  for (const Case& c : cases) {
+    CmdResult r = run(c.args);
+    EXPECT_EQ(r.code, 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace m2
