@@ -1,0 +1,47 @@
+// Per-request generation controls, with vLLM's meaning for each field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+#include "util/status.h"
+
+namespace m2 {
+
+struct SamplingParams {
+  int n = 1;                          // completions per prompt (share the prompt's KV blocks)
+  float temperature = 1.0f;           // 0 = greedy
+  float top_p = 0.95f;                // nucleus mass kept (1 = off)
+  int top_k = 40;                     // keep the k most likely (0 or -1 = off)
+  float min_p = 0.0f;                 // drop tokens below min_p × p(max)
+  float presence_penalty = 0.0f;      // subtracted once per distinct generated token
+  float frequency_penalty = 0.0f;     // subtracted per occurrence in the generated tokens
+  float repetition_penalty = 1.0f;    // divides positive / multiplies negative logits of prompt+generated tokens
+  std::map<int32_t, float> logit_bias;
+  std::optional<uint64_t> seed;       // reproducible sampling per request
+  int max_tokens = 16;
+  int min_tokens = 0;                 // EOS and stop ids are masked until this many
+  bool ignore_eos = false;
+  std::vector<std::string> stop;      // stop strings, excluded from the output
+  std::vector<int32_t> stop_token_ids;
+  bool skip_special_tokens = true;
+  int logprobs = -1;                  // -1: none; k >= 0: sampled token's logprob + top k (k <= 20)
+  int prompt_logprobs = -1;           // same, for each prompt position
+
+  bool greedy() const { return temperature <= 0.0f; }
+  Status validate(int vocab_size) const;
+};
+
+// The model card's defaults (temperature 1.0, top_p 0.95, top_k 40), overridden
+// by the model directory's generation_config.json when present.
+SamplingParams default_sampling_params(const std::string& model_dir);
+
+// Applies a generation_config.json object (temperature, top_p, top_k,
+// repetition_penalty, ...) over `p`.
+void apply_generation_config(const Json& gc, SamplingParams* p);
+
+}  // namespace m2

@@ -1,0 +1,84 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace m2 {
+namespace {
+bool before(const Sequence* a, const Sequence* b) {
+  return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+}
+}  // namespace
+
+void Scheduler::insert_waiting(Sequence* seq) {
+  seq->state = SeqState::kWaiting;
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, before), seq);
+}
+
+void Scheduler::add(Sequence* seq) { insert_waiting(seq); }
+
+void Scheduler::remove(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  blocks_.release(*seq);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  blocks_.release(*seq);
+  seq->num_computed = 0;
+  ++seq->num_preemptions;
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  insert_waiting(seq);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+  std::sort(running_.begin(), running_.end(), before);
+
+  // 1. Running sequences: decodes and unfinished prefills.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    bool self_preempted = false;
+    while (!blocks_.ensure_capacity(*seq, seq->num_computed + n)) {
+      Sequence* victim = running_.back();
+      preempt(victim);
+      out.preempted.push_back(victim);
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;  // everything after it was preempted too
+    out.chunks.push_back({seq, n});
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Waiting sequences, in order, while blocks, budget and seats last
+  //    (none after a preemption: the pool is already short).
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    if (seq->params.prompt_logprobs < 0) blocks_.attach_cached_prefix(*seq);
+    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    if (!blocks_.ensure_capacity(*seq, seq->num_computed + n)) {
+      blocks_.release(*seq);  // give back the cached prefix; FCFS: nobody jumps the queue
+      seq->num_computed = 0;
+      break;
+    }
+    waiting_.pop_front();
+    if (seq->num_preemptions == 0) {
+      seq->num_cached_prompt = std::min(seq->num_computed, seq->num_prompt_tokens);
+      blocks_.count_lookup(*seq);
+    }
+    seq->state = SeqState::kRunning;
+    running_.push_back(seq);
+    out.chunks.push_back({seq, n});
+    budget -= n;
+  }
+  for (const ScheduledChunk& c : out.chunks) out.num_tokens += c.num_tokens;
+  return out;
+}
+
+}  // namespace m2

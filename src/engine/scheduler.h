@@ -1,0 +1,58 @@
+// Continuous batching with chunked prefill (nano-vllm's shape, vLLM's
+// semantics). Every step gets a token budget; running sequences go first
+// (a decode costs 1 token, an unfinished prefill continues with the next
+// chunk), then waiting ones in (priority, arrival) order. When the KV pool
+// runs dry the lowest-priority, latest-arrived running sequence is preempted:
+// its blocks are released and it is recomputed later from its tokens (same
+// tokens out: sampling state lives in the sequence). A sequence that fits
+// the context is never dropped.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/block_manager.h"
+
+namespace m2 {
+
+struct SchedulerConfig {
+  int max_num_seqs = 64;                  // running sequences at once
+  int64_t max_num_batched_tokens = 512;   // tokens per step (prefill chunks + decodes)
+};
+
+struct ScheduledChunk {
+  Sequence* seq;
+  int64_t num_tokens;  // tokens computed this step, from seq->num_computed
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> preempted;
+  int64_t num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, BlockManager& blocks) : config_(config), blocks_(blocks) {}
+
+  void add(Sequence* seq);
+  // Removes a sequence wherever it is and frees its blocks at once.
+  void remove(Sequence* seq);
+  SchedulerOutput schedule();
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  size_t num_running() const { return running_.size(); }
+  size_t num_waiting() const { return waiting_.size(); }
+
+ private:
+  void preempt(Sequence* seq);
+  void insert_waiting(Sequence* seq);
+
+  SchedulerConfig config_;
+  BlockManager& blocks_;
+  std::vector<Sequence*> running_;  // (priority, arrival) order
+  std::deque<Sequence*> waiting_;   // (priority, arrival) order
+};
+
+}  // namespace m2

@@ -1,0 +1,53 @@
+// One generation stream: its tokens, its KV blocks, how far the model has
+// computed it, and what it has produced. A request with n > 1 owns n
+// sequences.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+
+namespace m2 {
+
+enum class SeqState { kWaiting, kRunning, kFinished };
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+struct Sequence {
+  int64_t id = 0;
+  std::string request_id;
+  int index = 0;                     // which of the request's n completions
+  int priority = 0;                  // lower runs first (vLLM's convention)
+  int64_t arrival = 0;               // admission order, for FCFS within a priority
+  SamplingParams params;
+  std::mt19937_64 rng;
+
+  std::vector<int32_t> tokens;       // prompt followed by generated tokens
+  int64_t num_prompt_tokens = 0;
+  int64_t num_computed = 0;          // tokens whose K/V are in the cache
+  int64_t num_cached_prompt = 0;     // prompt tokens found in the prefix cache (first admission)
+  std::vector<int32_t> block_table;
+  std::vector<uint64_t> block_hashes;  // chained hash of each full block of `tokens`
+
+  SeqState state = SeqState::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_reason;           // the stop string or token that ended it
+  int num_preemptions = 0;
+  std::unordered_map<int32_t, int> output_counts;
+  std::vector<SampledToken> output_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // one per prompt position (first is empty)
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt() const { return {tokens.data(), static_cast<size_t>(num_prompt_tokens)}; }
+  std::span<const int32_t> output() const {
+    return {tokens.data() + num_prompt_tokens, static_cast<size_t>(num_output())};
+  }
+  bool finished() const { return state == SeqState::kFinished; }
+};
+
+}  // namespace m2

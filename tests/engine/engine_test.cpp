@@ -1,0 +1,228 @@
+// The engine end to end on the CPU backend: batch invariance, chunked
+// prefill, preemption, prefix reuse across agentic turns, n > 1, abort,
+// stop conditions.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "util/json.h"
+
+namespace m2 {
+namespace {
+
+std::string data(const std::string& rel) { return std::string(M2CPP_SOURCE_DIR) + "/tests/data/" + rel; }
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto w = load_model(data("m2-tiny-bf16"), LoadOptions{});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    weights_ = std::move(w.value());
+    backend_ = make_cpu_backend();
+    model_ = std::make_unique<MiniMaxM2>(*weights_, *backend_);
+  }
+
+  std::unique_ptr<Engine> engine(int64_t budget, int64_t num_blocks = 256, int block_size = 16, int max_seqs = 64) {
+    EngineConfig c;
+    c.block_size = block_size;
+    c.num_blocks = num_blocks;
+    c.kv_dtype = DType::kF32;
+    c.scheduler.max_num_batched_tokens = budget;
+    c.scheduler.max_num_seqs = max_seqs;
+    auto e = Engine::create(*model_, nullptr, c);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    return std::move(e.value());
+  }
+
+  // Runs everything to completion; returns each request's tokens.
+  static std::map<std::string, std::vector<int32_t>> run_all(Engine& e) {
+    std::map<std::string, std::vector<int32_t>> out;
+    for (int guard = 0; e.has_unfinished() && guard < 100000; ++guard) {
+      auto step = e.step();
+      EXPECT_TRUE(step.ok()) << step.status().message();
+      for (const auto& o : *step) {
+        const std::string key = o.request_id + "/" + std::to_string(o.index);
+        out[key].insert(out[key].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      }
+    }
+    return out;
+  }
+
+  static SamplingParams greedy(int max_tokens) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    return p;
+  }
+
+  std::vector<std::vector<int32_t>> prompts(int count, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::vector<int32_t>> ps;
+    for (int i = 0; i < count; ++i) {
+      std::vector<int32_t> p(3 + (i * 37) % 150);
+      for (auto& t : p) t = static_cast<int32_t>(rng() % 512);
+      ps.push_back(p);
+    }
+    return ps;
+  }
+
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MiniMaxM2> model_;
+};
+
+TEST_F(EngineTest, GreedyMatchesReferenceIds) {
+  auto j = read_json_file(data("reference/m2-tiny-bf16/prompt.json"));
+  ASSERT_TRUE(j.ok());
+  auto e = engine(512);
+  const auto want = (*j)["greedy_ids"].get<std::vector<int32_t>>();
+  ASSERT_TRUE(e->add_request("r", (*j)["greedy_prompt_ids"].get<std::vector<int32_t>>(),
+                             greedy(static_cast<int>(want.size()))).ok());
+  EXPECT_EQ(run_all(*e)["r/0"], want);
+}
+
+TEST_F(EngineTest, GreedyIsIdenticalAloneInABatchOf16AndAtChunkSizes1_7_64) {
+  const auto ps = prompts(16, 1);
+  std::map<std::string, std::vector<int32_t>> alone;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    auto e = engine(512);
+    ASSERT_TRUE(e->add_request("r" + std::to_string(i), ps[i], greedy(12)).ok());
+    auto out = run_all(*e);
+    alone.insert(out.begin(), out.end());
+  }
+  for (int64_t chunk : {512, 1, 7, 64}) {
+    auto e = engine(chunk);
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_TRUE(e->add_request("r" + std::to_string(i), ps[i], greedy(12)).ok());
+    EXPECT_EQ(run_all(*e), alone) << "token budget " << chunk;
+  }
+}
+
+TEST_F(EngineTest, PreemptionAndResumptionGiveTheSameTokens) {
+  const auto ps = prompts(6, 2);
+  SamplingParams sampled;
+  sampled.temperature = 0.9f;
+  sampled.max_tokens = 24;
+  sampled.ignore_eos = true;
+  sampled.seed = 1234;
+  std::map<std::string, std::vector<int32_t>> roomy_out;
+  {
+    auto e = engine(64);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ASSERT_TRUE(e->add_request("g" + std::to_string(i), ps[i], greedy(24)).ok());
+      ASSERT_TRUE(e->add_request("s" + std::to_string(i), ps[i], sampled).ok());
+    }
+    roomy_out = run_all(*e);
+    EXPECT_EQ(e->stats().preemptions, 0);
+  }
+  // 12 sequences of up to ~210 tokens in a pool of 48 blocks x 8 = 384 tokens.
+  auto e = engine(64, 48, 8);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ASSERT_TRUE(e->add_request("g" + std::to_string(i), ps[i], greedy(24)).ok());
+    ASSERT_TRUE(e->add_request("s" + std::to_string(i), ps[i], sampled).ok());
+  }
+  EXPECT_EQ(run_all(*e), roomy_out);
+  EXPECT_GT(e->stats().preemptions, 0);
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineTest, SecondAgenticTurnPrefillsOnlyItsNewTokens) {
+  const int bs = 16;
+  auto e = engine(512, 256, bs);
+  std::vector<int32_t> turn1 = prompts(1, 3)[0];
+  turn1.resize(100, 7);
+  ASSERT_TRUE(e->add_request("t1", turn1, greedy(10)).ok());
+  const auto out1 = run_all(*e)["t1/0"];
+  const int64_t before = e->stats().prefill_tokens;
+  EXPECT_EQ(before, 100);
+  // Turn 2 resends the history (prompt + answer) plus a tool result.
+  std::vector<int32_t> turn2 = turn1;
+  turn2.insert(turn2.end(), out1.begin(), out1.end());
+  for (int i = 0; i < 20; ++i) turn2.push_back(300 + i);
+  ASSERT_TRUE(e->add_request("t2", turn2, greedy(5)).ok());
+  run_all(*e);
+  // Turn 1 computed 100 + 9 tokens (the last sampled one never enters the
+  // cache): 6 full blocks are cached and reused.
+  const int64_t cached = (100 + 10 - 1) / bs * bs;
+  EXPECT_EQ(e->stats().prefill_tokens - before, static_cast<int64_t>(turn2.size()) - cached);
+  EXPECT_EQ(e->stats().prefix.hit_tokens, cached);
+}
+
+TEST_F(EngineTest, NCompletionsShareThePromptBlocks) {
+  const int bs = 16;
+  auto e = engine(512, 256, bs);
+  std::vector<int32_t> p = prompts(1, 4)[0];
+  p.resize(70, 5);
+  SamplingParams s;
+  s.n = 3;
+  s.temperature = 1.0f;
+  s.max_tokens = 8;
+  s.ignore_eos = true;
+  s.seed = 7;
+  ASSERT_TRUE(e->add_request("r", p, s).ok());
+  auto out = run_all(*e);
+  ASSERT_EQ(out.size(), 3u);
+  // The prompt ran once in full; siblings recomputed only its partial last block.
+  const int64_t tail = 70 - (70 - 1) / bs * bs;
+  EXPECT_EQ(e->stats().prefill_tokens, 70 + 2 * tail);
+  EXPECT_NE(out["r/0"], out["r/1"]);
+  // Reproducible with the same seed.
+  auto e2 = engine(512, 256, bs);
+  ASSERT_TRUE(e2->add_request("r", p, s).ok());
+  EXPECT_EQ(run_all(*e2), out);
+}
+
+TEST_F(EngineTest, AbortFreesBlocksAtOnce) {
+  auto e = engine(32);
+  ASSERT_TRUE(e->add_request("long", prompts(1, 5)[0], greedy(200)).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e->step().ok());
+  EXPECT_GT(e->stats().kv_blocks_used, 0);
+  e->abort("long");
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  EXPECT_FALSE(e->has_unfinished());
+}
+
+TEST_F(EngineTest, LengthStopTokenAndBadRequests) {
+  auto e = engine(512);
+  SamplingParams p = greedy(5);
+  ASSERT_TRUE(e->add_request("a", {1, 2, 3}, p).ok());
+  std::vector<RequestOutput> outs;
+  while (e->has_unfinished()) {
+    auto s = e->step();
+    ASSERT_TRUE(s.ok());
+    outs.insert(outs.end(), s->begin(), s->end());
+  }
+  ASSERT_FALSE(outs.empty());
+  EXPECT_TRUE(outs.back().finished);
+  EXPECT_EQ(outs.back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(outs.back().num_output_tokens, 5);
+  const int32_t first = outs.front().new_token_ids[0];
+
+  // The same request stops at its first token when that token is a stop id.
+  SamplingParams q = greedy(5);
+  q.stop_token_ids = {first};
+  ASSERT_TRUE(e->add_request("b", {1, 2, 3}, q).ok());
+  auto out = run_all(*e);
+  EXPECT_EQ(out["b/0"], std::vector<int32_t>{first});
+  // min_tokens masks it instead.
+  q.min_tokens = 2;
+  ASSERT_TRUE(e->add_request("c", {1, 2, 3}, q).ok());
+  out = run_all(*e);
+  ASSERT_GE(out["c/0"].size(), 2u);
+  EXPECT_NE(out["c/0"][0], first);
+
+  EXPECT_FALSE(e->add_request("d", {}, p).ok());
+  EXPECT_FALSE(e->add_request("d", {999999}, p).ok());
+  EXPECT_NE(e->add_request("d", std::vector<int32_t>(5000, 1), p).message().find("context holds"), std::string::npos);
+  SamplingParams bad = p;
+  bad.stop = {"x"};
+  EXPECT_NE(e->add_request("d", {1}, bad).message().find("need a tokenizer"), std::string::npos);
+  ASSERT_TRUE(e->add_request("dup", {1}, p).ok());
+  EXPECT_FALSE(e->add_request("dup", {1}, p).ok());
+}
+
+}  // namespace
+}  // namespace m2
