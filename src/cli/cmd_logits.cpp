@@ -11,7 +11,8 @@ namespace {
 Result<DType> parse_kv_dtype(const std::string& s) {
   if (s == "f32" || s == "float32") return DType::kF32;
   if (s == "bf16" || s == "bfloat16") return DType::kBF16;
-  return errorf("--kv-dtype {}: expected f32 or bf16", s);
+  if (s == "fp8" || s == "fp8_e4m3") return DType::kF8E4M3;
+  return errorf("--kv-dtype {}: expected f32, bf16 or fp8", s);
 }
 
 int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::string& out, const std::string& kv) {
@@ -42,7 +43,7 @@ Command make_logits(CLI::App& parent) {
   mo->add_to(app);
   app->add_option("--ids", *ids, "Comma-separated token ids")->required();
   app->add_option("--out", *out, "Output .npy path")->required();
-  app->add_option("--kv-dtype", *kv, "KV cache dtype: f32 or bf16");
+  app->add_option("--kv-dtype", *kv, "KV cache dtype: f32, bf16 or fp8 (e4m3, one scale per token and head)");
   return {app, [=] { return run_logits(*mo, *ids, *out, *kv); }};
 }
 

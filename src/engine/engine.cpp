@@ -20,8 +20,8 @@ const char* finish_reason_name(FinishReason r) {
 Result<std::unique_ptr<Engine>> Engine::create(MiniMaxM2& model, const text::Tokenizer* tokenizer,
                                                const EngineConfig& config) {
   if (config.block_size <= 0) return errorf("block size must be positive, got {}", config.block_size);
-  if (config.kv_dtype != DType::kF32 && config.kv_dtype != DType::kBF16)
-    return errorf("KV cache dtype {} is not supported (F32, BF16)", dtype_name(config.kv_dtype));
+  if (config.kv_dtype != DType::kF32 && config.kv_dtype != DType::kBF16 && config.kv_dtype != DType::kF8E4M3)
+    return errorf("KV cache dtype {} is not supported (F32, BF16, F8_E4M3)", dtype_name(config.kv_dtype));
   const KvCacheShape one = model.kv_shape(config.block_size, 1, config.kv_dtype);
   const int64_t block_bytes = static_cast<int64_t>(KvCache::storage_bytes(one));  // all layers, K and V
   int64_t num_blocks = config.num_blocks;

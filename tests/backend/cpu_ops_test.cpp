@@ -166,23 +166,47 @@ TEST_F(CpuOps, MoeIsWeightedSumOfSwiGluExperts) {
   }
 }
 
-TEST_F(CpuOps, PagedAttentionMatchesDenseCausalGqa) {
-  const int heads = 6, kv_heads = 2, hd = 32, bs = 4;
+class PagedAttention : public CpuOps, public ::testing::WithParamInterface<DType> {};
+
+// The values a cache of `dtype` holds for x [tokens, kv_heads * hd].
+std::vector<float> as_stored(const std::vector<float>& x, int kv_heads, int hd, DType dtype) {
+  std::vector<float> out(x.size());
+  for (size_t t = 0; t < x.size() / (kv_heads * hd); ++t) {
+    for (int h = 0; h < kv_heads; ++h) {
+      const float* v = x.data() + (t * kv_heads + h) * hd;
+      float amax = 0;
+      for (int d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(v[d]));
+      const float sc = amax > 0 ? amax / 448.0f : 1.0f;
+      for (int d = 0; d < hd; ++d) {
+        float& o = out[(t * kv_heads + h) * hd + d];
+        if (dtype == DType::kBF16) o = bf16_to_f32(f32_to_bf16(v[d]));
+        else if (dtype == DType::kF8E4M3) o = f8e4m3_to_f32(f32_to_f8e4m3(v[d] / sc)) * sc;
+        else o = v[d];
+      }
+    }
+  }
+  return out;
+}
+
+TEST_P(PagedAttention, MatchesDenseCausalGqaOverStoredValues) {
+  const DType dtype = GetParam();
+  const int heads = 6, kv_heads = 2, hd = 40, bs = 4;
   const float scale = 1.0f / std::sqrt(float(hd));
   // Two sequences: 9 cached tokens + 3 new, and 5 new from scratch.
   struct Seq { int64_t ctx, rows; std::vector<int32_t> blocks; };
   std::vector<Seq> seqs = {{12, 3, {5, 0, 3}}, {5, 5, {1, 4}}};
-  KvCacheShape shape{1, kv_heads, hd, bs, 6, DType::kF32};
+  KvCacheShape shape{1, kv_heads, hd, bs, 6, dtype};
   KvCache cache(shape, b->allocate(KvCache::storage_bytes(shape)));
   std::vector<std::vector<float>> keys, vals;  // dense per sequence [ctx, kv_heads*hd]
   std::vector<SeqSlice> slices;
   int64_t row = 0;
   for (auto& s : seqs) {
-    keys.push_back(randn(s.ctx * kv_heads * hd));
-    vals.push_back(randn(s.ctx * kv_heads * hd));
+    auto kx = randn(s.ctx * kv_heads * hd), vx = randn(s.ctx * kv_heads * hd);
     std::vector<int64_t> slots;
     for (int64_t p = 0; p < s.ctx; ++p) slots.push_back(int64_t(s.blocks[p / bs]) * bs + p % bs);
-    b->kv_store(cache, 0, act(keys.back(), s.ctx), act(vals.back(), s.ctx), slots);
+    b->kv_store(cache, 0, act(kx, s.ctx), act(vx, s.ctx), slots);
+    keys.push_back(as_stored(kx, kv_heads, hd, dtype));
+    vals.push_back(as_stored(vx, kv_heads, hd, dtype));
     slices.push_back({row, s.rows, s.ctx, s.blocks});
     row += s.rows;
   }
@@ -211,6 +235,9 @@ TEST_F(CpuOps, PagedAttentionMatchesDenseCausalGqa) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, PagedAttention, ::testing::Values(DType::kF32, DType::kBF16, DType::kF8E4M3),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace m2

@@ -180,9 +180,9 @@ TEST(Attention, ScoresAndAccumulateMatchFloat64) {
         const void* kp = dt == DType::kF32 ? static_cast<const void*>(kf.data()) : kb.data();
         auto kval = [&](int64_t i) { return dt == DType::kF32 ? kf[i] : bf16_to_f32(kb[i]); };
         std::vector<float> s(G * n);
-        k.attn_scores(q.data(), G, hd, kp, dt, n, stride, 0.5f, s.data(), n);
+        k.attn_scores(q.data(), G, hd, kp, dt, n, stride, nullptr, 0, 0.5f, s.data(), n);
         std::vector<float> out(G * hd, 1.0f);
-        k.attn_accum(p.data(), n, G, kp, dt, n, stride, hd, out.data());
+        k.attn_accum(p.data(), n, G, kp, dt, n, stride, nullptr, 0, hd, out.data());
         for (int g = 0; g < G; ++g) {
           for (int64_t j = 0; j < n; ++j) {
             double want = 0;

@@ -171,3 +171,46 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceTest, ::testing::Values("m2-tiny-
 
 }  // namespace
 }  // namespace m2
+
+namespace m2 {
+namespace {
+
+// KV-cache dtype quality on the reference fixtures (documented in
+// docs/status.md): the error each dtype adds to the logits, and how often the
+// argmax survives. fp32 is exact to ~1e-6; the bounds are what we promise.
+TEST(KvCacheQuality, Bf16AndFp8AgainstReference) {
+  for (const std::string variant : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
+    auto w = load_model(test::data_path(variant), LoadOptions{});
+    ASSERT_TRUE(w.ok());
+    auto backend = make_cpu_backend();
+    MiniMaxM2 model(**w, *backend);
+    const Reference ref = load_reference(variant);
+    const int64_t V = model.config().vocab_size;
+    for (DType kv : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      auto logits = all_logits(model, ref.prompt, kv);
+      ASSERT_TRUE(logits.ok());
+      double max_diff = 0, sum_diff = 0;
+      int same = 0;
+      const size_t T = ref.prompt.size();
+      for (size_t t = 0; t < T; ++t) {
+        int64_t a = 0, b = 0;
+        for (int64_t v = 0; v < V; ++v) {
+          const double d = std::abs((*logits)[t * V + v] - ref.logits.values[t * V + v]);
+          max_diff = std::max(max_diff, d);
+          sum_diff += d;
+          if ((*logits)[t * V + v] > (*logits)[t * V + a]) a = v;
+          if (ref.logits.values[t * V + v] > ref.logits.values[t * V + b]) b = v;
+        }
+        same += a == b;
+      }
+      std::printf("%s kv=%s: max |dlogit| %.3g, mean %.3g, argmax agreement %d/%zu\n", variant.c_str(),
+                  std::string(dtype_name(kv)).c_str(), max_diff, sum_diff / (T * V), same, T);
+      const double mean_bound = kv == DType::kF32 ? 1e-5 : kv == DType::kBF16 ? 5e-3 : 5e-2;
+      EXPECT_LE(sum_diff / (T * V), mean_bound) << dtype_name(kv);
+      EXPECT_GE(same, static_cast<int>(T * (kv == DType::kF32 ? 1.0 : 0.9))) << dtype_name(kv);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace m2

@@ -20,6 +20,8 @@ void CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<con
   const size_t esz = dtype_size(s.dtype);
   const uint8_t* kbase = static_cast<const uint8_t*>(cache.k_base(layer));
   const uint8_t* vbase = static_cast<const uint8_t*>(cache.v_base(layer));
+  const float* kscales = cache.k_scales(layer);  // FP8 caches: one scale per (token, kv head)
+  const float* vscales = cache.v_scales(layer);
 
   // Tasks: (row, kv head) over all sequences.
   std::vector<std::pair<const SeqSlice*, int64_t>> rows;  // (sequence, row within it)
@@ -39,8 +41,10 @@ void CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<con
     scores.resize(static_cast<size_t>(G) * n_keys);
     for (int64_t b = 0; b * bs < n_keys; ++b) {
       const int64_t n = std::min(bs, n_keys - b * bs);
-      const int64_t first = (static_cast<int64_t>(sq->block_table[b]) * bs * kv_heads + g) * hd;
-      k_.attn_scores(qg, G, hd, kbase + first * esz, s.dtype, n, token_stride, scale, scores.data() + b * bs, n_keys);
+      const int64_t first_head = static_cast<int64_t>(sq->block_table[b]) * bs * kv_heads + g;  // (token, head) index
+      const int64_t first = first_head * hd;
+      k_.attn_scores(qg, G, hd, kbase + first * esz, s.dtype, n, token_stride, kscales ? kscales + first_head : nullptr,
+                     kv_heads, scale, scores.data() + b * bs, n_keys);
     }
     for (int h = 0; h < G; ++h) {
       float* sc = scores.data() + h * n_keys;
@@ -57,8 +61,10 @@ void CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<con
     std::fill(og, og + G * hd, 0.0f);
     for (int64_t b = 0; b * bs < n_keys; ++b) {
       const int64_t n = std::min(bs, n_keys - b * bs);
-      const int64_t first = (static_cast<int64_t>(sq->block_table[b]) * bs * kv_heads + g) * hd;
-      k_.attn_accum(scores.data() + b * bs, n_keys, G, vbase + first * esz, s.dtype, n, token_stride, hd, og);
+      const int64_t first_head = static_cast<int64_t>(sq->block_table[b]) * bs * kv_heads + g;
+      const int64_t first = first_head * hd;
+      k_.attn_accum(scores.data() + b * bs, n_keys, G, vbase + first * esz, s.dtype, n, token_stride,
+                    vscales ? vscales + first_head : nullptr, kv_heads, hd, og);
     }
   });
 }

@@ -134,6 +134,25 @@ void CpuBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<con
   const KvCacheShape& s = cache.shape();
   const int64_t row = s.token_elems();
   const size_t esz = dtype_size(s.dtype);
+  if (s.scaled()) {  // FP8: one scale per (token, kv head) = amax / 448
+    auto store = [&](const float* src, uint8_t* dst, float* scales) {
+      for (int h = 0; h < s.num_kv_heads; ++h) {
+        const float* x = src + h * s.head_dim;
+        float amax = 0.0f;
+        for (int d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(x[d]));
+        const float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+        scales[h] = sc;
+        for (int d = 0; d < s.head_dim; ++d) dst[h * s.head_dim + d] = f32_to_f8e4m3(x[d] / sc);
+      }
+    };
+    for (size_t t = 0; t < slots.size(); ++t) {
+      store(k.data + t * k.cols, static_cast<uint8_t*>(cache.k_base(layer)) + slots[t] * row,
+            cache.k_scales(layer) + slots[t] * s.num_kv_heads);
+      store(v.data + t * v.cols, static_cast<uint8_t*>(cache.v_base(layer)) + slots[t] * row,
+            cache.v_scales(layer) + slots[t] * s.num_kv_heads);
+    }
+    return;
+  }
   for (size_t t = 0; t < slots.size(); ++t) {
     uint8_t* kd = static_cast<uint8_t*>(cache.k_base(layer)) + static_cast<size_t>(slots[t] * row) * esz;
     uint8_t* vd = static_cast<uint8_t*>(cache.v_base(layer)) + static_cast<size_t>(slots[t] * row) * esz;

@@ -34,12 +34,14 @@ struct Kernels {
   void (*to_f32)(DType src_type, const void* src, float* dst, int64_t n);
   void (*from_f32)(DType dst_type, const float* src, void* dst, int64_t n);  // RNE
   // s[g, j] = scale · q[g]·k_j for G query heads q [G, hd] (contiguous) and n
-  // keys k_j at k + j * k_stride (elements) of `kt`.
+  // keys k_j at k + j * k_stride (elements) of `kt`. FP8 keys are multiplied
+  // by their own scale ks[j * ks_stride] (ks is null for other dtypes).
   void (*attn_scores)(const float* q, int G, int64_t hd, const void* k, DType kt, int64_t n, int64_t k_stride,
-                      float scale, float* s, int64_t lds);
-  // out[g] += Σ_j p[g, j] · v_j for G heads, out [G, hd] contiguous.
+                      const float* ks, int64_t ks_stride, float scale, float* s, int64_t lds);
+  // out[g] += Σ_j p[g, j] · v_j for G heads, out [G, hd] contiguous; FP8
+  // values scaled by vs[j * vs_stride].
   void (*attn_accum)(const float* p, int64_t ldp, int G, const void* v, DType vt, int64_t n, int64_t v_stride,
-                     int64_t hd, float* out);
+                     const float* vs, int64_t vs_stride, int64_t hd, float* out);
   // Σ p[i] with vector loads: the memory-bandwidth probe of `bench roofline`.
   float (*sum_f32)(const float* p, int64_t n);
 };

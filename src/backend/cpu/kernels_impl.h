@@ -221,7 +221,7 @@ void from_f32_impl(DType t, const float* src, void* dst, int64_t n) {
 
 template <class V>
 void attn_scores_impl(const float* q, int G, int64_t hd, const void* k, DType kt, int64_t n, int64_t k_stride,
-                      float scale, float* s, int64_t lds) {
+                      const float* ks, int64_t ks_stride, float scale, float* s, int64_t lds) {
   using F = typename V::F;
   dispatch_dtype(kt, [&]<DType T>() {
     const auto* kd = static_cast<const typename Elem<T>::type*>(k);
@@ -242,7 +242,10 @@ void attn_scores_impl(const float* q, int G, int64_t hd, const void* k, DType kt
           const float kv = load_weight_scalar<T>(kj + d);
           for (int g = 0; g < gn; ++g) tail[g] = std::fma(q[(g0 + g) * hd + d], kv, tail[g]);
         }
-        for (int g = 0; g < gn; ++g) s[(g0 + g) * lds + j] = (V::reduce(acc[g]) + tail[g]) * scale;
+        // FP8: vector lanes hold value / kFp8Mul, the scalar tail true values.
+        float kscale = scale, tscale = scale;
+        if constexpr (T == DType::kF8E4M3) kscale = scale * ks[j * ks_stride] * V::kFp8Mul, tscale = scale * ks[j * ks_stride];
+        for (int g = 0; g < gn; ++g) s[(g0 + g) * lds + j] = V::reduce(acc[g]) * kscale + tail[g] * tscale;
       }
     }
   });
@@ -250,7 +253,7 @@ void attn_scores_impl(const float* q, int G, int64_t hd, const void* k, DType kt
 
 template <class V>
 void attn_accum_impl(const float* p, int64_t ldp, int G, const void* v, DType vt, int64_t n, int64_t v_stride,
-                     int64_t hd, float* out) {
+                     const float* vs, int64_t vs_stride, int64_t hd, float* out) {
   using F = typename V::F;
   dispatch_dtype(vt, [&]<DType T>() {
     const auto* vd = static_cast<const typename Elem<T>::type*>(v);
@@ -259,14 +262,22 @@ void attn_accum_impl(const float* p, int64_t ldp, int G, const void* v, DType vt
     for (; d + V::W <= hd; d += V::W) {
       for (int g = 0; g < G; ++g) {
         F acc = V::load(out + g * hd + d);
-        for (int64_t j = 0; j < n; ++j) acc = V::fma(V::set1(p[g * ldp + j]), load_weight<V, T>(vd + j * v_stride + d), acc);
+        for (int64_t j = 0; j < n; ++j) {
+          float pj = p[g * ldp + j];
+          if constexpr (T == DType::kF8E4M3) pj *= vs[j * vs_stride] * V::kFp8Mul;
+          acc = V::fma(V::set1(pj), load_weight<V, T>(vd + j * v_stride + d), acc);
+        }
         V::store(out + g * hd + d, acc);
       }
     }
     for (; d < hd; ++d) {
       for (int g = 0; g < G; ++g) {
         float acc = out[g * hd + d];
-        for (int64_t j = 0; j < n; ++j) acc = std::fma(p[g * ldp + j], load_weight_scalar<T>(vd + j * v_stride + d), acc);
+        for (int64_t j = 0; j < n; ++j) {
+          float pj = p[g * ldp + j];
+          if constexpr (T == DType::kF8E4M3) pj *= vs[j * vs_stride];
+          acc = std::fma(pj, load_weight_scalar<T>(vd + j * v_stride + d), acc);
+        }
         out[g * hd + d] = acc;
       }
     }
