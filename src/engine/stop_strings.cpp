@@ -1,6 +1,7 @@
 #include "engine/stop_strings.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace m2 {
 
@@ -27,8 +28,15 @@ std::optional<size_t> StopStringMatcher::append(const std::string& delta, bool c
 
 std::string StopStringMatcher::take_emittable(bool final) {
   size_t end = text_.size();
-  if (!final && max_len_ > 1) {
-    end = text_.size() >= max_len_ - 1 ? text_.size() - (max_len_ - 1) : 0;
+  if (!final) {
+    // Hold back the longest suffix that is a proper prefix of a stop string.
+    for (size_t k = std::min(max_len_ ? max_len_ - 1 : 0, text_.size()); k > 0; --k) {
+      const std::string_view suffix(text_.data() + text_.size() - k, k);
+      if (std::any_of(stops_.begin(), stops_.end(), [&](const std::string& s) { return s.compare(0, k, suffix) == 0; })) {
+        end = text_.size() - k;
+        break;
+      }
+    }
     // Do not split a UTF-8 character: back up over continuation bytes.
     while (end > emitted_ && end < text_.size() && (static_cast<unsigned char>(text_[end]) & 0xc0) == 0x80) --end;
   }

@@ -1,7 +1,7 @@
 // Stop strings over streamed text: found across token boundaries, cut from
 // the output with everything after them, and never half-emitted: while a
-// stream could still be growing into a stop string, the bytes that could be
-// its start are held back (vLLM's stop buffer).
+// stream could still be growing into a stop string, the longest suffix that
+// is the start of one is held back (no more than needed).
 #pragma once
 
 #include <optional>

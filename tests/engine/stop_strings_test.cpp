@@ -25,9 +25,11 @@ TEST(StopStrings, HoldsBackOnlyWhatCouldStartAStop) {
   StopStringMatcher m({"abc"});
   m.append("xyzab");
   EXPECT_EQ(m.take_emittable(false), "xyz");  // "ab" might become "abc"
-  m.append("d");
-  EXPECT_EQ(m.take_emittable(false), "ab");
-  EXPECT_EQ(m.take_emittable(true), "d");
+  m.append("d");  // "abd" can no longer become "abc"
+  EXPECT_EQ(m.take_emittable(false), "abd");
+  m.append("xa");
+  EXPECT_EQ(m.take_emittable(false), "x");
+  EXPECT_EQ(m.take_emittable(true), "a");
 }
 
 TEST(StopStrings, EarliestOfSeveralWins) {
@@ -40,10 +42,12 @@ TEST(StopStrings, EarliestOfSeveralWins) {
 
 TEST(StopStrings, NeverSplitsUtf8) {
   StopStringMatcher m({"zz"});
-  m.append("a\xc3\xa9");  // "aé": holding 1 byte would split é
-  const std::string e = m.take_emittable(false);
-  EXPECT_EQ(e, "a");
-  EXPECT_EQ(m.take_emittable(true), "\xc3\xa9");
+  StopStringMatcher u({"\xc3\xa9\xc3\xa9"});  // "éé": a held-back suffix may start inside é
+  u.append("a\xc3\xa9\xc3");
+  EXPECT_EQ(u.take_emittable(false), "a");
+  EXPECT_EQ(u.take_emittable(true), "\xc3\xa9\xc3");
+  m.append("b\xc3\xa9");
+  EXPECT_EQ(m.take_emittable(false), "b\xc3\xa9");
 }
 
 TEST(StopStrings, ChecksCanBeSuspended) {
