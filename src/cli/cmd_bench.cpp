@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/cpu/roofline.h"
+#include "cli/bench_engine.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "model/minimax_m2.h"
@@ -159,7 +160,10 @@ Command make_bench(CLI::App& parent) {
   dec->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per prefill step");
   dec->add_option("--kv-dtype", a->kv, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   dec->add_option("--json", a->json_out, "Also write the figures to this JSON file");
-  return {app, [roof, dec, mo, a] {
+  CLI::App* eng = nullptr;
+  auto run_engine = add_bench_engine(app, &eng);
+  return {app, [roof, dec, eng, run_engine, mo, a] {
+            if (eng->parsed()) return run_engine();
             if (roof->parsed()) return run_roofline();
             if (dec->parsed()) return run_decode(*mo, *a);
             return 1;
