@@ -1,9 +1,13 @@
 #include "cli/model_options.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "util/json.h"
 #include "util/thread_pool.h"
+#ifdef M2CPP_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace m2::cli {
 
@@ -14,9 +18,14 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
   app->add_option("--load-format", load_format, "auto | safetensors | dummy (random weights in the real dtypes)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
   app->add_option("--num-layers", num_layers, "Use only the first N decoder layers");
-  app->add_option("--seed", seed, "Seed of --load-format dummy weights");
+  app->add_option("--dummy-seed", seed, "Seed of --load-format dummy weights");
   app->add_option("--threads", threads, "CPU threads (default: all hardware threads)");
+#ifdef M2CPP_WITH_CUDA
+  app->add_option("--device", device, "cpu, or cuda[:N] (GPU N, default 0)")
+      ->check([](const std::string& d) { return d == "cpu" || parse_cuda_device(d) >= 0 ? "" : "expected cpu or cuda[:N]"; });
+#else
   app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
+#endif
 }
 
 LoadOptions ModelOptions::load_options() const {
@@ -34,9 +43,44 @@ Result<std::unique_ptr<ModelWeights>> ModelOptions::load() const {
   return load_model(model, load_options());
 }
 
+int parse_cuda_device(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return -1;
+  int n = 0;
+  for (char c : device.substr(5)) {
+    if (c < '0' || c > '9' || n > 1000) return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
 Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (device == "cpu") return make_cpu_backend();
+#ifdef M2CPP_WITH_CUDA
+  if (const int gpu = parse_cuda_device(device); gpu >= 0) {
+    std::unique_ptr<Backend> b = make_cuda_backend(gpu);
+    if (!b) return errorf("--device {}: the CUDA backend could not start (see the message above)", device);
+    return b;
+  }
+#endif
   return errorf("--device {}: not available in this build", device);
+}
+
+std::string default_model_dir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("M2CPP_MODEL"); env && *env) return env;
+  std::error_code ec;
+  std::vector<fs::path> candidates;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / "models" / "m2-demo");        // build/m2cpp
+    candidates.push_back(exe.parent_path() / ".." / "share" / "m2cpp" / "m2-demo");  // installed
+  }
+  candidates.push_back(fs::current_path(ec) / "models" / "m2-demo");
+  for (const auto& c : candidates) {
+    if (fs::exists(c / "config.json", ec)) return fs::weakly_canonical(c, ec).string();
+  }
+  return "";
 }
 
 Result<std::vector<int32_t>> parse_id_list(const std::string& text) {

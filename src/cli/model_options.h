@@ -27,6 +27,14 @@ struct ModelOptions {
   Result<std::unique_ptr<Backend>> make_backend() const;
 };
 
+// "cuda" -> 0, "cuda:N" -> N, anything else -> -1.
+int parse_cuda_device(const std::string& device);
+
+// The bundled demo model used when no -m is given: $M2CPP_MODEL, else
+// models/m2-demo next to the binary's build directory or under the current
+// directory; empty if none exists.
+std::string default_model_dir();
+
 // "1,2,3" -> ids.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);
 
