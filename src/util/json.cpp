@@ -10,6 +10,8 @@ Result<Json> parse_json(std::string_view text, std::string_view what) {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     return errorf("{}: invalid JSON at byte {}: {}", what, e.byte, e.what());
+  } catch (const Json::exception& e) {  // e.g. out_of_range for 1e400
+    return errorf("{}: invalid JSON: {}", what, e.what());
   }
 }
 

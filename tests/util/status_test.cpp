@@ -34,3 +34,18 @@ TEST(Result, PropagatesErrors) {
 
 }  // namespace
 }  // namespace m2
+
+#include "util/json.h"
+
+namespace m2 {
+namespace {
+
+TEST(Json, OutOfRangeNumbersAreErrorsNotCrashes) {
+  auto j = parse_json("{\"x\": 1e400}", "doc");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("doc"), std::string::npos);
+  EXPECT_FALSE(parse_json("{\"x\": [1, 2", "doc").ok());
+}
+
+}  // namespace
+}  // namespace m2
