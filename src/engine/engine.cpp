@@ -80,6 +80,8 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     seq->rng.seed(params.seed ? *params.seed + static_cast<uint64_t>(i) : (static_cast<uint64_t>(rd()) << 32) ^ rd());
     seq->tokens = prompt;
     seq->num_prompt_tokens = static_cast<int64_t>(prompt.size());
+    seq->forced.assign(params.forced_tokens.begin(), params.forced_tokens.end());
+    seq->forced_after_armed = params.forced_after_token >= 0 && !params.forced_after.empty();
     if (params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(prompt.size());
     if (tokenizer_) {
       SeqText& t = texts_[seq->id];
@@ -139,6 +141,10 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string stop_reason,
 void Engine::append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out) {
   const SamplingParams& p = seq.params;
   seq.tokens.push_back(tok.id);
+  if (seq.forced_after_armed && tok.id == p.forced_after_token) {
+    seq.forced.insert(seq.forced.begin(), p.forced_after.begin(), p.forced_after.end());
+    seq.forced_after_armed = false;
+  }
   ++seq.output_counts[tok.id];
   out.new_token_ids.push_back(tok.id);
   if (p.logprobs >= 0) {
@@ -239,6 +245,11 @@ Result<std::vector<RequestOutput>> Engine::step() {
     if (seq.num_output() < seq.params.min_tokens) {
       banned = seq.params.stop_token_ids;
       if (!seq.params.ignore_eos) banned.insert(banned.end(), eos_ids_.begin(), eos_ids_.end());
+    }
+    if (!seq.forced.empty()) {
+      sampled[i] = forced_token(std::span<const float>(lg, V), seq.forced.front(), seq.params.logprobs);
+      seq.forced.pop_front();
+      return;
     }
     TokenHistory h{seq.prompt(), seq.output(), &seq.output_counts};
     sampled[i] = sample_token(std::span<float>(lg, V), seq.params, h, banned, seq.rng);

@@ -37,6 +37,17 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int k, flo
   return out;
 }
 
+SampledToken forced_token(std::span<const float> logits, int32_t id, int logprobs) {
+  SampledToken out;
+  out.id = id;
+  if (logprobs >= 0) {
+    float log_z = 0;
+    out.logprob = token_logprob(logits, id, &log_z);
+    out.top = top_logprobs(logits, logprobs, log_z);
+  }
+  return out;
+}
+
 SampledToken sample_token(std::span<float> logits, const SamplingParams& p, const TokenHistory& h,
                           std::span<const int32_t> banned, std::mt19937_64& rng) {
   const int64_t V = static_cast<int64_t>(logits.size());

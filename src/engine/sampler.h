@@ -38,6 +38,11 @@ struct TokenHistory {
 SampledToken sample_token(std::span<float> logits, const SamplingParams& params, const TokenHistory& history,
                           std::span<const int32_t> banned, std::mt19937_64& rng);
 
+// A token emitted without sampling (SamplingParams::forced_*), with its
+// logprob and the top `logprobs` (when >= 0) under the raw distribution. The
+// generator is not advanced.
+SampledToken forced_token(std::span<const float> logits, int32_t id, int logprobs);
+
 // log-softmax of `logits` at `id`, and the k most likely tokens (descending,
 // lower id first on ties).
 float token_logprob(std::span<const float> logits, int32_t id, float* log_normalizer);

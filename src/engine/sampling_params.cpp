@@ -30,6 +30,12 @@ Status SamplingParams::validate(int vocab_size) const {
   if (max_tokens < 1) return errorf("max_tokens must be at least 1, got {}", max_tokens);
   if (min_tokens < 0 || min_tokens > max_tokens)
     return errorf("min_tokens must be in 0..max_tokens ({}), got {}", max_tokens, min_tokens);
+  for (const auto* list : {&forced_tokens, &forced_after}) {
+    for (int32_t id : *list) {
+      if (id < 0 || id >= vocab_size) return errorf("forced token {} is outside the vocabulary [0, {})", id, vocab_size);
+    }
+  }
+  if (forced_after_token >= vocab_size) return errorf("forced_after_token {} is outside the vocabulary", forced_after_token);
   if (logprobs > 20) return errorf("logprobs must be at most 20, got {}", logprobs);
   if (prompt_logprobs > 20) return errorf("prompt_logprobs must be at most 20, got {}", prompt_logprobs);
   return Status();

@@ -31,6 +31,17 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   int logprobs = -1;                  // -1: none; k >= 0: sampled token's logprob + top k (k <= 20)
   int prompt_logprobs = -1;           // same, for each prompt position
+  // Forced tokens are emitted in place of a sampled token, one per step; the
+  // model still runs them (their K/V are cached like any output) and their
+  // logprobs are read from its distribution. Stop conditions apply as usual.
+  //  - forced_tokens: from the first generated token on (the server's
+  //    test-only --replay source), then sampling resumes;
+  //  - forced_after: inserted right after the sequence first produces
+  //    forced_after_token (tool_choice "required" / a named function: the
+  //    tool-call opening once the model closes its reasoning with `</think>`).
+  std::vector<int32_t> forced_tokens;
+  int32_t forced_after_token = -1;    // -1: off
+  std::vector<int32_t> forced_after;
 
   bool greedy() const { return temperature <= 0.0f; }
   Status validate(int vocab_size) const;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,8 @@ struct Sequence {
   std::unordered_map<int32_t, int> output_counts;
   std::vector<SampledToken> output_logprobs;
   std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // one per prompt position (first is empty)
+  std::deque<int32_t> forced;        // next tokens to emit instead of sampling (params.forced_*)
+  bool forced_after_armed = false;   // params.forced_after is still to be inserted
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt_tokens; }

@@ -1,0 +1,183 @@
+// m2cpp serve: the OpenAI- and Anthropic-compatible HTTP server. Binds
+// first (GET /health answers 503 until the model is loaded), loads the
+// model, tokenizer and chat template, runs the engine on its own thread and
+// serves until SIGTERM/SIGINT, then shuts down gracefully: new connections
+// are refused, new requests get 503, running ones finish within
+// --shutdown-timeout and are cancelled past it.
+#include <csignal>
+#include <pthread.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/engine_loop.h"
+#include "server/server.h"
+#include "util/log.h"
+
+namespace m2::cli {
+namespace {
+
+struct ServeArgs {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::vector<std::string> served_model_names;
+  std::string api_key;
+  int64_t max_model_len = 0;
+  std::string reasoning = "split";
+  int max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t kv_cache_memory = 0;
+  int block_size = 16;
+  std::string kv_cache_dtype = "auto";
+  bool prefix_caching = true;
+  size_t max_waiting = 1024;
+  std::string replay;
+  int io_threads = 2;
+  size_t max_body_bytes = 32u << 20;
+  double shutdown_timeout = 30;
+  bool disable_access_log = false;
+  double step_delay_ms = 0;
+};
+
+DType kv_dtype(const std::string& name) {
+  if (name == "f32") return DType::kF32;
+  if (name == "fp8") return DType::kF8E4M3;
+  return DType::kBF16;  // auto, bf16
+}
+
+int run_serve(const ModelOptions& mo, const ServeArgs& a) {
+  auto fail = [](const Status& s) { return log_error("serve: {}", s.message()), 1; };
+  // SIGTERM/SIGINT are taken by sigwait() below: block them before any
+  // thread starts, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::ServerContext ctx;
+  ctx.options.served_model_names = a.served_model_names.empty() ? std::vector<std::string>{mo.model}
+                                                                 : a.served_model_names;
+  ctx.options.api_key = a.api_key;
+  ctx.options.reasoning =
+      a.reasoning == "append-think" ? text::ReasoningMode::kAppendThink : text::ReasoningMode::kSplit;
+  ctx.options.access_log = !a.disable_access_log;
+  ctx.options.model_root = mo.model;
+
+  server::HttpServerConfig http;
+  http.host = a.host;
+  http.port = a.port;
+  http.io_threads = a.io_threads;
+  http.max_body_bytes = a.max_body_bytes;
+  auto srv = server::Server::create(http, ctx);
+  if (!srv.ok()) return fail(srv.status());
+  (*srv)->start();
+  log_info("m2cpp serve: listening on http://{}:{}", a.host, (*srv)->port());
+
+  auto weights = mo.load();
+  if (!weights.ok()) return fail(weights.status());
+  auto backend = mo.make_backend();
+  if (!backend.ok()) return fail(backend.status());
+  MiniMaxM2 model(**weights, **backend);
+  auto tokenizer = text::Tokenizer::load_from_dir(mo.model);
+  if (!tokenizer.ok()) return fail(tokenizer.status().with_context("the server needs the model's tokenizer"));
+  auto chat_template = text::ChatTemplate::load_from_dir(mo.model);
+  if (!chat_template.ok()) return fail(chat_template.status().with_context("the server needs a chat template"));
+  std::unique_ptr<server::ReplaySource> replay;
+  if (!a.replay.empty()) {
+    auto r = server::ReplaySource::load(a.replay, **tokenizer);
+    if (!r.ok()) return fail(r.status().with_context("--replay"));
+    replay = std::make_unique<server::ReplaySource>(std::move(*r));
+    log_warn("--replay {}: generation replays {} fixed output(s) (a test source, not the model)", a.replay,
+             replay->size());
+  }
+
+  EngineConfig ec;
+  ec.block_size = a.block_size;
+  ec.kv_cache_bytes = a.kv_cache_memory;
+  ec.kv_dtype = kv_dtype(a.kv_cache_dtype);
+  ec.prefix_cache = a.prefix_caching;
+  ec.max_model_len = a.max_model_len;
+  ec.scheduler.max_num_seqs = a.max_num_seqs;
+  ec.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.eos_ids = model_eos_ids(mo.model, model.config());
+  auto engine = Engine::create(model, tokenizer->get(), ec);
+  if (!engine.ok()) return fail(engine.status());
+  EngineLoop loop(**engine, a.max_waiting,
+                  std::chrono::microseconds(static_cast<int64_t>(a.step_delay_ms * 1000)));
+  loop.start();
+
+  ctx.tokenizer = tokenizer->get();
+  ctx.chat_template = &*chat_template;
+  ctx.loop = &loop;
+  ctx.replay = replay.get();
+  ctx.defaults = default_sampling_params(mo.model);
+  ctx.max_model_len = (*engine)->max_model_len();
+  ctx.vocab_size = model.config().vocab_size;
+  ctx.ready.store(true);  // publishes the fields above to the I/O threads
+  const EngineStats st = (*engine)->stats();
+  log_info("m2cpp serve: ready: model '{}', max model length {}, {} KV blocks of {} tokens", ctx.model_name(),
+           ctx.max_model_len, st.kv_blocks_total, a.block_size);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log_info("m2cpp serve: signal {}: shutting down (grace period {} s)", sig, a.shutdown_timeout);
+  ctx.draining.store(true);
+  (*srv)->http().stop_accepting();
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+  if (!loop.wait_idle(grace)) {
+    log_warn("m2cpp serve: cancelling {} unfinished request(s)", loop.num_unfinished());
+    loop.cancel_all(errorf("the server is shutting down"));
+    loop.wait_idle(std::chrono::seconds(5));
+  }
+  // Lets the last responses leave their buffers before the sockets close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  loop.stop(errorf("the server stopped"));
+  (*srv)->http().stop();
+  log_info("m2cpp serve: stopped");
+  return 0;
+}
+
+Command make_serve(CLI::App& parent) {
+  auto* app = parent.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
+  auto mo = std::make_shared<ModelOptions>();
+  auto a = std::make_shared<ServeArgs>();
+  mo->add_to(app);
+  app->add_option("--host", a->host, "Address to bind (default loopback only)");
+  app->add_option("--port", a->port, "Port (0: any free port, printed at start)");
+  app->add_option("--served-model-name", a->served_model_names,
+                  "Model name(s) the API answers to (default: the -m argument); the first is reported");
+  app->add_option("--api-key", a->api_key, "Require this key (Authorization: Bearer, or x-api-key) on /v1 routes");
+  app->add_option("--max-model-len", a->max_model_len, "Context length (default: the model's, capped by the KV pool)");
+  app->add_option("--reasoning", a->reasoning,
+                  "OpenAI chat: split (reasoning_content) or append-think ('<think>' + all in content)")
+      ->check(CLI::IsMember({"split", "append-think"}));
+  app->add_option("--max-num-seqs", a->max_num_seqs, "Sequences running at once");
+  app->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per engine step");
+  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default 256 MiB)");
+  app->add_option("--block-size", a->block_size, "Tokens per KV block");
+  app->add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (bf16), bf16, fp8 or f32")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8", "f32"}));
+  app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a->prefix_caching,
+                "Reuse KV blocks of shared prompt prefixes (default on)");
+  app->add_option("--max-waiting", a->max_waiting,
+                  "Requests that may wait for a slot before new ones get 429 + Retry-After (0: no limit)");
+  app->add_option("--replay", a->replay, "TEST ONLY: emit this raw M2 output instead of sampling (see server/replay.h)");
+  app->add_option("--io-threads", a->io_threads, "Threads serving the sockets");
+  app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413");
+  app->add_option("--shutdown-timeout", a->shutdown_timeout,
+                  "Seconds running requests may take to finish after SIGTERM before they are cancelled");
+  app->add_flag("--disable-access-log", a->disable_access_log, "No per-request JSON line on stderr");
+  app->add_option("--step-delay-ms", a->step_delay_ms, "TEST ONLY: pause after every engine step (slows generation)");
+  return {app, [mo, a] { return run_serve(*mo, *a); }};
+}
+
+}  // namespace
+
+M2_REGISTER_COMMAND(serve, 50, make_serve);
+
+}  // namespace m2::cli

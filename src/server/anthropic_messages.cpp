@@ -1,0 +1,236 @@
+// POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API
+// over the same prompt builder and parsers as chat completions, reasoning
+// always split (thinking blocks are Anthropic's native form). Streams the
+// exact event sequence: message_start, ping, then per block
+// content_block_start / content_block_delta (thinking_delta, text_delta,
+// input_json_delta) / content_block_stop, then message_delta and
+// message_stop.
+#include "server/anthropic_request.h"
+#include "server/chat_prompt.h"
+#include "server/generation.h"
+#include "server/json_fields.h"
+#include "server/routes.h"
+
+namespace m2::server {
+namespace {
+
+std::string event(const char* name, const OrderedJson& data) {
+  return std::string("event: ") + name + "\ndata: " + dump_json(data) + "\n\n";
+}
+
+// "call_<hex>" -> "toolu_<hex>": Anthropic clients expect their own prefix.
+std::string tool_use_id(const std::string& call_id) {
+  return "toolu_" + (call_id.rfind("call_", 0) == 0 ? call_id.substr(5) : call_id);
+}
+
+class MessagesGeneration final : public Generation {
+ public:
+  MessagesGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
+                     ChatPrompt prompt, std::vector<std::string> stops, bool stream)
+      : Generation(ctx, std::move(writer), request, ApiFlavor::kAnthropic, "msg_" + random_hex(12), stream),
+        prompt_(std::move(prompt)),
+        stops_(std::move(stops)) {
+    prompt_.parse.reasoning = text::ReasoningMode::kSplit;
+    if (stream_) parser_ = std::make_unique<text::AssistantStreamParser>(prompt_.parse);
+  }
+
+ private:
+  enum class Block { kNone, kThinking, kText, kToolUse };
+
+  OrderedJson usage(int64_t output_tokens) const {
+    return {{"input_tokens", prompt_tokens_seen_ - cached_seen_},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", cached_seen_},
+            {"output_tokens", output_tokens}};
+  }
+
+  const char* stop_reason(bool tool_calls) const {
+    if (finish_ == FinishReason::kLength) return "max_tokens";
+    if (tool_calls) return "tool_use";
+    if (!stop_string_.is_null()) return "stop_sequence";
+    return "end_turn";
+  }
+
+  void on_admitted() override {
+    if (stream_) writer_->begin_stream(200, "text/event-stream", {});
+  }
+
+  void close_block() {
+    if (block_ == Block::kNone) return;
+    writer_->write(event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}}));
+    block_ = Block::kNone;
+  }
+
+  void open_block(Block type, OrderedJson content_block) {
+    close_block();
+    ++index_;
+    block_ = type;
+    writer_->write(event("content_block_start",
+                         {{"type", "content_block_start"}, {"index", index_}, {"content_block", content_block}}));
+  }
+
+  void delta(OrderedJson d) {
+    writer_->write(event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", d}}));
+  }
+
+  void send(const text::AssistantDelta& d) {
+    if (!d.reasoning_content.empty()) {
+      if (block_ != Block::kThinking) open_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      delta({{"type", "thinking_delta"}, {"thinking", d.reasoning_content}});
+    }
+    if (!d.content.empty()) {
+      if (block_ != Block::kText) open_block(Block::kText, {{"type", "text"}, {"text", ""}});
+      delta({{"type", "text_delta"}, {"text", d.content}});
+    }
+    for (const text::ToolCallDelta& t : d.tool_calls) {
+      if (!t.id.empty()) {
+        open_block(Block::kToolUse, {{"type", "tool_use"},
+                                     {"id", tool_use_id(t.id)},
+                                     {"name", t.name},
+                                     {"input", OrderedJson::object()}});
+        has_tool_calls_ = true;
+      }
+      if (!t.arguments.empty() && block_ == Block::kToolUse)
+        delta({{"type", "input_json_delta"}, {"partial_json", t.arguments}});
+    }
+  }
+
+  void on_output(size_t, RequestOutput& o) override {
+    if (!started_) {
+      started_ = true;
+      prompt_tokens_seen_ = o.num_prompt_tokens;
+      cached_seen_ = o.num_cached_tokens;
+      if (stream_) {
+        OrderedJson message = {{"id", id_},
+                               {"type", "message"},
+                               {"role", "assistant"},
+                               {"model", ctx_.model_name()},
+                               {"content", OrderedJson::array()},
+                               {"stop_reason", nullptr},
+                               {"stop_sequence", nullptr},
+                               {"usage", usage(0)}};
+        writer_->write(event("message_start", {{"type", "message_start"}, {"message", std::move(message)}}));
+        writer_->write(event("ping", {{"type", "ping"}}));
+      }
+    }
+    if (o.finished) {
+      finish_ = o.finish_reason;
+      if (o.finish_reason == FinishReason::kStop &&
+          std::find(stops_.begin(), stops_.end(), o.stop_reason) != stops_.end())
+        stop_string_ = o.stop_reason;
+    }
+    if (!stream_) {
+      raw_ += o.new_text;
+      return;
+    }
+    send(parser_->feed(o.new_text));
+    if (o.finished) {
+      send(parser_->finish());
+      has_tool_calls_ = has_tool_calls_ || parser_->has_tool_calls();
+    }
+  }
+
+  void on_complete() override {
+    if (stream_) {
+      close_block();
+      const char* reason = stop_reason(has_tool_calls_);
+      writer_->write(event("message_delta", {{"type", "message_delta"},
+                                             {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_string_}}},
+                                             {"usage", usage(output_tokens_)}}));
+      writer_->write(event("message_stop", {{"type", "message_stop"}}));
+      writer_->end();
+      return log_done(200, reason);
+    }
+    const text::AssistantMessage m = text::parse_assistant_output(raw_, prompt_.parse);
+    OrderedJson content = OrderedJson::array();
+    if (m.reasoning_content)
+      content.push_back({{"type", "thinking"}, {"thinking", *m.reasoning_content}, {"signature", ""}});
+    if (m.content) content.push_back({{"type", "text"}, {"text", *m.content}});
+    for (const text::ToolCall& call : m.tool_calls) {
+      auto input = parse_json(call.arguments, "arguments");
+      content.push_back({{"type", "tool_use"},
+                         {"id", tool_use_id(call.id)},
+                         {"name", call.name},
+                         {"input", input.ok() ? OrderedJson::parse(input->dump()) : OrderedJson::object()}});
+    }
+    const char* reason = stop_reason(!m.tool_calls.empty());
+    OrderedJson j = {{"id", id_},
+                     {"type", "message"},
+                     {"role", "assistant"},
+                     {"model", ctx_.model_name()},
+                     {"content", std::move(content)},
+                     {"stop_reason", reason},
+                     {"stop_sequence", stop_string_},
+                     {"usage", usage(output_tokens_)}};
+    HttpResponse r;
+    r.body = dump_json(j);
+    writer_->respond(std::move(r));
+    log_done(200, reason);
+  }
+
+  void on_error(const ApiError& error) override {
+    if (!stream_) return respond_error(error);
+    writer_->write(event("error", error_json(error, flavor_)));
+    writer_->end();
+    log_done(error.status, "");
+  }
+
+  ChatPrompt prompt_;
+  std::vector<std::string> stops_;
+  std::unique_ptr<text::AssistantStreamParser> parser_;
+  std::string raw_;
+  bool started_ = false, has_tool_calls_ = false;
+  int64_t prompt_tokens_seen_ = 0, cached_seen_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
+  OrderedJson stop_string_;  // the stop sequence that ended the message, or null
+  Block block_ = Block::kNone;
+  int index_ = -1;
+};
+
+}  // namespace
+
+void handle_messages(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
+                     std::shared_ptr<ResponseWriter> writer) {
+  auto fail = [&](const Status& s) {
+    respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kAnthropic);
+  };
+  auto req = parse_anthropic_request(body, ctx.defaults, false);
+  if (!req.ok()) return fail(req.status());
+  auto prompt = build_chat_prompt(req->chat_body, *ctx.chat_template, *ctx.tokenizer);
+  if (!prompt.ok()) return fail(prompt.status());
+  // Agents ask for more output than a small context can hold (Claude Code
+  // sends 32000): the completion gets what the context has left.
+  Status fit = fit_to_context(req->sampling, static_cast<int64_t>(prompt->tokens.size()), ctx.max_model_len, true);
+  if (!fit.ok()) return fail(fit);
+  SamplingParams params = req->sampling.params;
+  params.forced_after_token = prompt->forced_after_token;
+  params.forced_after = prompt->forced_after;
+  params.forced_tokens = prompt->forced_first;
+  if (ctx.replay) {
+    if (auto replay = ctx.replay->select(prompt->text))
+      params.forced_tokens.insert(params.forced_tokens.end(), replay->begin(), replay->end());
+  }
+  Status valid = params.validate(ctx.vocab_size);
+  if (!valid.ok()) return fail(valid);
+  std::vector<EngineJob> jobs(1);
+  jobs[0].prompt = prompt->tokens;
+  jobs[0].params = params;
+  auto gen = std::make_shared<MessagesGeneration>(ctx, std::move(writer), request, std::move(*prompt), params.stop,
+                                                  req->stream);
+  gen->start(std::move(jobs));
+}
+
+void handle_count_tokens(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
+                         std::shared_ptr<ResponseWriter> writer) {
+  auto req = parse_anthropic_request(body, ctx.defaults, true);
+  Result<ChatPrompt> prompt = req.ok() ? build_chat_prompt(req->chat_body, *ctx.chat_template, *ctx.tokenizer)
+                                       : Result<ChatPrompt>(req.status());
+  if (!prompt.ok()) {
+    return respond_error(ctx, request, *writer, bad_request(prompt.status().message()), ApiFlavor::kAnthropic);
+  }
+  HttpResponse r;
+  r.body = dump_json({{"input_tokens", prompt->tokens.size()}});
+  respond_logged(ctx, request, *writer, std::move(r));
+}
+
+}  // namespace m2::server

@@ -1,0 +1,36 @@
+// An OpenAI chat-completions body -> the prompt tokens, the parser options
+// for the reply, and the forced tool-call opening of tool_choice "required"
+// or a named function. Shared by /v1/chat/completions and /v1/messages
+// (which converts its body to this shape first).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "text/assistant_output_parser.h"
+#include "text/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace m2::server {
+
+struct ChatPrompt {
+  std::string text;                    // the rendered template
+  std::vector<int32_t> tokens;
+  text::AssistantParseOptions parse;   // reasoning mode left to the caller
+  // The engine inserts `forced_after` once the model emits `forced_after_token`.
+  int32_t forced_after_token = -1;
+  std::vector<int32_t> forced_after;
+  std::vector<int32_t> forced_first;   // the same, when the prompt does not open a reasoning
+  std::string forced_tool;             // a named tool_choice: its name
+};
+
+// Checks roles (system, developer, user, assistant, tool; "developer" is
+// rendered as "system"), tools and tool_choice, renders the template and
+// tokenizes. Errors are the client's (400).
+Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTemplate& chat_template,
+                                     const text::Tokenizer& tokenizer);
+
+}  // namespace m2::server

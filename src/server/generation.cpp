@@ -1,0 +1,144 @@
+#include "server/generation.h"
+
+#include "server/access_log.h"
+#include "util/log.h"
+
+namespace m2::server {
+
+Generation::Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
+                       ApiFlavor flavor, std::string id, bool stream)
+    : ctx_(ctx),
+      writer_(std::move(writer)),
+      flavor_(flavor),
+      id_(std::move(id)),
+      stream_(stream),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()),
+      route_(request.path),
+      method_(request.method),
+      remote_(request.remote),
+      start_(Clock::now()) {}
+
+void Generation::start(std::vector<EngineJob> jobs) {
+  if (ctx_.draining.load()) {
+    ApiError e;
+    e.status = 503;
+    e.message = "the server is shutting down";
+    e.retry_after_s = ctx_.options.retry_after_s;
+    return respond_error(e);
+  }
+  auto self = shared_from_this();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    job_ids_.push_back(jobs.size() == 1 ? id_ : id_ + "-" + std::to_string(i));
+    remaining_.push_back(jobs[i].params.n);
+  }
+  jobs_left_ = jobs.size();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    LoopRequest r;
+    r.id = job_ids_[i];
+    r.prompt = std::move(jobs[i].prompt);
+    r.params = std::move(jobs[i].params);
+    std::weak_ptr<ResponseWriter> writer = writer_;
+    r.sink = [self, i, writer](const Status& error, std::vector<RequestOutput>&& outputs) {
+      const auto at = Clock::now();
+      if (auto w = writer.lock()) {
+        w->post([self, i, error, outs = std::move(outputs), at]() mutable { self->deliver(i, error, outs, at); });
+      }
+    };
+    const Admission a = ctx_.loop->submit(std::move(r));
+    if (a != Admission::kAccepted) {
+      for (size_t k = 0; k < i; ++k) ctx_.loop->abort(job_ids_[k]);
+      failed_ = true;
+      ApiError e;
+      e.retry_after_s = ctx_.options.retry_after_s;
+      if (a == Admission::kQueueFull) {
+        e.status = 429;
+        e.message = "the server's waiting queue is full; retry later";
+      } else {
+        e.status = 503;
+        e.message = "the server is shutting down";
+      }
+      return respond_error(e);
+    }
+  }
+  writer_->on_disconnect([self] { self->abort_all(); });
+  on_admitted();
+}
+
+void Generation::deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at) {
+  if (failed_ || writer_->disconnected()) return;
+  if (!error.ok()) {
+    failed_ = true;
+    for (size_t k = 0; k < job_ids_.size(); ++k)
+      if (k != job && remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
+    // An engine refusal of the request itself (rare: the server validates
+    // first) is the client's; anything else is ours.
+    ApiError e;
+    e.status = ctx_.draining.load() ? 503 : 500;
+    e.message = error.message();
+    return on_error(e);
+  }
+  for (RequestOutput& o : outputs) {
+    if (!o.new_token_ids.empty()) {
+      if (!have_token_) first_token_ = at;
+      have_token_ = true;
+      last_token_ = at;
+    }
+    if (o.finished) {
+      output_tokens_ += o.num_output_tokens;
+      if (o.index == 0) {
+        prompt_tokens_ += o.num_prompt_tokens;
+        cached_tokens_ += o.num_cached_tokens;
+      }
+      if (--remaining_[job] == 0) --jobs_left_;
+    }
+    on_output(job, o);
+  }
+  if (jobs_left_ == 0) {
+    const double e2e = std::chrono::duration<double>(at - start_).count();
+    const double ttft = have_token_ ? std::chrono::duration<double>(first_token_ - start_).count() : -1;
+    const double tpot = output_tokens_ > 1
+                            ? std::chrono::duration<double>(last_token_ - first_token_).count() /
+                                  static_cast<double>(output_tokens_ - 1)
+                            : -1;
+    ctx_.metrics.observe_request(ttft, tpot, e2e);
+    ctx_.metrics.count_tokens(prompt_tokens_, output_tokens_);
+    on_complete();
+  }
+}
+
+void Generation::abort_all() {
+  if (failed_) return;
+  failed_ = true;
+  for (size_t k = 0; k < job_ids_.size(); ++k)
+    if (remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
+  log_done(499, "abort");  // nginx's "client closed request"
+}
+
+void Generation::respond_error(const ApiError& error) {
+  writer_->respond(error_response(error, flavor_));
+  log_done(error.status, "");
+}
+
+void Generation::log_done(int status, const std::string& finish_reason) {
+  if (logged_) return;
+  logged_ = true;
+  ctx_.metrics.count_request(route_, status);
+  if (!ctx_.options.access_log) return;
+  AccessRecord r;
+  r.remote = remote_;
+  r.method = method_;
+  r.path = route_;
+  r.request_id = id_;
+  r.status = status;
+  r.stream = stream_;
+  r.finish_reason = finish_reason;
+  r.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+  if (have_token_) r.ttft_ms = std::chrono::duration<double, std::milli>(first_token_ - start_).count();
+  r.prompt_tokens = prompt_tokens_;
+  r.completion_tokens = output_tokens_;
+  r.cached_tokens = cached_tokens_;
+  log_access(r);
+}
+
+}  // namespace m2::server

@@ -1,0 +1,75 @@
+// One HTTP request's generation: its engine requests (one per prompt of a
+// /v1/completions batch, else one; each may have n completions), their
+// outputs brought back to the connection's strand, cancellation when the
+// client goes away, and the metrics and access log at the end. The API
+// classes derive from it and turn outputs into their response format.
+//
+// Threading: everything of a Generation runs on its connection's strand.
+// The engine thread only posts outputs there (the sink never blocks).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "server/server_context.h"
+
+namespace m2::server {
+
+struct EngineJob {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
+             ApiFlavor flavor, std::string id, bool stream);
+  virtual ~Generation() = default;
+
+  // On the strand: submits every job. When the engine refuses (waiting
+  // queue full, shutting down), answers 429 / 503 itself.
+  void start(std::vector<EngineJob> jobs);
+
+ protected:
+  // All on the strand.
+  virtual void on_admitted() {}
+  virtual void on_output(size_t job, RequestOutput& output) = 0;
+  virtual void on_complete() = 0;                    // every completion of every job finished
+  virtual void on_error(const ApiError& error) = 0;  // the engine failed it; nothing more follows
+
+  // Subclasses call this once they have sent the whole response.
+  void log_done(int status, const std::string& finish_reason);
+  // Answers an error as a whole response (before anything was streamed).
+  void respond_error(const ApiError& error);
+
+  ServerContext& ctx_;
+  std::shared_ptr<ResponseWriter> writer_;
+  const ApiFlavor flavor_;
+  const std::string id_;
+  const bool stream_;
+  const int64_t created_;  // unix seconds
+  int64_t prompt_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
+
+ private:
+  void deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at);
+  void abort_all();
+
+  std::string route_, method_, remote_;
+  Clock::time_point start_;
+  Clock::time_point first_token_{}, last_token_{};
+  bool have_token_ = false;
+  std::vector<std::string> job_ids_;
+  std::vector<int> remaining_;  // completions not finished, per job
+  size_t jobs_left_ = 0;
+  bool failed_ = false, logged_ = false;
+};
+
+}  // namespace m2::server

@@ -1,0 +1,97 @@
+// HTTP/1.1 over asynchronous I/O (Boost.Beast/Asio, kept out of this
+// header): a few I/O threads serve every connection, each connection on its
+// own strand, so hundreds of open streams cost sockets and buffers, not
+// threads. Keep-alive, chunked streaming responses, a body-size limit, and
+// detection of a client that goes away while its response is still being
+// produced (the handler then cancels the work behind it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace m2::server {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;
+  std::string target;          // as sent, query included
+  std::string path;            // target without the query
+  Headers headers;             // names lowercased
+  std::string body;
+  std::string remote;          // "ip:port" of the client
+  bool body_too_large = false; // the body passed the limit and was not read (answer 413)
+
+  // First value of a header (name in lowercase), or "".
+  std::string_view header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  Headers headers;
+};
+
+// The answer to one request. Every method may be called from any thread;
+// the work is done on the connection's strand, in call order.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  // A whole response. Later calls are ignored.
+  virtual void respond(HttpResponse response) = 0;
+  // Starts a chunked response (e.g. text/event-stream); then write()s, then end().
+  virtual void begin_stream(int status, std::string content_type, Headers headers) = 0;
+  virtual void write(std::string data) = 0;
+  virtual void end() = 0;
+  // Runs `fn` on the connection's strand after what was posted before.
+  virtual void post(std::function<void()> fn) = 0;
+  // `fn` runs once, on the strand, if the client goes away before the
+  // response has been sent in full.
+  virtual void on_disconnect(std::function<void()> fn) = 0;
+  // True once the client is known to be gone.
+  virtual bool disconnected() const = 0;
+};
+
+// Called on the connection's strand; answers through the writer, at once or later.
+using HttpHandler = std::function<void(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer)>;
+
+struct HttpServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;               // 0: any free port (see HttpServer::port())
+  int io_threads = 2;
+  size_t max_body_bytes = 32u << 20;
+  std::chrono::seconds idle_timeout{75};  // a connection idle between requests, or slow to send one
+};
+
+class HttpServer {
+ public:
+  // Binds and listens; serves nothing until start().
+  static Result<std::unique_ptr<HttpServer>> create(const HttpServerConfig& config, HttpHandler handler);
+  ~HttpServer();
+
+  int port() const;
+  void start();
+  // Closes the listening socket: new connections are refused; open ones go on.
+  void stop_accepting();
+  // Number of connections open now.
+  size_t num_connections() const;
+  // Stops every connection and joins the I/O threads.
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace m2::server

@@ -1,0 +1,88 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace m2::server {
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string* out) const {
+  *out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    *out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+  }
+  *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+}
+
+// vLLM's bucket bounds.
+Metrics::Metrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+             40.0, 80.0, 160.0, 640.0, 2560.0}),
+      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+             80.0}),
+      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+            960.0, 1920.0, 7680.0}) {}
+
+void Metrics::count_request(const std::string& route, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{route, status}];
+}
+
+void Metrics::count_tokens(int64_t prompt, int64_t generated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += prompt;
+  generation_tokens_ += generated;
+}
+
+void Metrics::observe_request(double ttft, double tpot, double e2e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ttft >= 0) ttft_.observe(ttft);
+  if (tpot >= 0) tpot_.observe(tpot);
+  e2e_.observe(e2e);
+}
+
+std::string Metrics::render(const EngineLoopStats& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+  };
+  out += "# HELP m2cpp:http_requests_total HTTP requests by route and status.\n"
+         "# TYPE m2cpp:http_requests_total counter\n";
+  for (const auto& [key, n] : requests_)
+    out += fmt::format("m2cpp:http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+  counter("m2cpp:prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
+  counter("m2cpp:generation_tokens_total", "Generated tokens of finished requests.",
+          static_cast<double>(generation_tokens_));
+  ttft_.render("m2cpp:time_to_first_token_seconds", "Time from request arrival to its first token.", &out);
+  tpot_.render("m2cpp:time_per_output_token_seconds", "Mean time between output tokens of a request.", &out);
+  e2e_.render("m2cpp:e2e_request_latency_seconds", "Time from request arrival to its last output.", &out);
+  const EngineStats& e = s.engine;
+  gauge("m2cpp:num_requests_running", "Sequences being generated.", static_cast<double>(e.running));
+  gauge("m2cpp:num_requests_waiting", "Sequences waiting for a slot, and requests queued for the engine.",
+        static_cast<double>(e.waiting + s.queued));
+  gauge("m2cpp:kv_cache_blocks_used", "KV-cache blocks in use.", static_cast<double>(e.kv_blocks_used));
+  gauge("m2cpp:kv_cache_blocks_total", "KV-cache blocks in the pool.", static_cast<double>(e.kv_blocks_total));
+  gauge("m2cpp:kv_cache_usage_perc", "Fraction of KV-cache blocks in use.",
+        e.kv_blocks_total ? static_cast<double>(e.kv_blocks_used) / static_cast<double>(e.kv_blocks_total) : 0.0);
+  counter("m2cpp:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(e.prefix.queried_tokens));
+  counter("m2cpp:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+          static_cast<double>(e.prefix.hit_tokens));
+  counter("m2cpp:num_preemptions_total", "Sequences preempted (recomputed later) for lack of KV blocks.",
+          static_cast<double>(e.preemptions));
+  return out;
+}
+
+}  // namespace m2::server

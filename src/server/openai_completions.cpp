@@ -1,0 +1,261 @@
+// POST /v1/completions: raw prompts (text, token ids, or a list of either;
+// one engine request per prompt, choice index = prompt × n + completion),
+// `echo`, completion-style `logprobs`, vLLM's return_tokens_as_token_ids.
+#include <optional>
+
+#include "server/generation.h"
+#include "server/json_fields.h"
+#include "server/logprobs_json.h"
+#include "server/routes.h"
+#include "server/sampling_request.h"
+
+namespace m2::server {
+namespace {
+
+struct PromptInput {
+  std::vector<int32_t> tokens;
+  std::string text;  // as given, or decoded from the ids (echo, replay matching)
+};
+
+Result<std::vector<int32_t>> token_list(const OrderedJson& list, int vocab, size_t which) {
+  std::vector<int32_t> ids;
+  for (const auto& v : list) {
+    if (!v.is_number_integer()) return errorf("prompt[{}] must hold only token ids (integers)", which);
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= vocab) return errorf("prompt token {} is outside the vocabulary [0, {})", id, vocab);
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+Result<std::vector<PromptInput>> read_prompts(const OrderedJson& body, const text::Tokenizer& tok, int vocab) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return errorf("'prompt' is required");
+  const OrderedJson& p = *it;
+  std::vector<PromptInput> out;
+  auto from_text = [&](const std::string& s) -> Status {
+    auto ids = tok.encode(s, true);
+    if (!ids.ok()) return ids.status();
+    out.push_back({std::move(*ids), s});
+    return Status();
+  };
+  auto from_ids = [&](const OrderedJson& list, size_t which) -> Status {
+    auto ids = token_list(list, vocab, which);
+    if (!ids.ok()) return ids.status();
+    auto text = tok.decode(*ids, false);
+    out.push_back({std::move(*ids), text.ok() ? *text : std::string()});
+    return Status();
+  };
+  if (p.is_string()) {
+    M2_RETURN_IF_ERROR(from_text(p.get<std::string>()));
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    M2_RETURN_IF_ERROR(from_ids(p, 0));
+  } else if (p.is_array() && !p.empty()) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p[i].is_string()) {
+        M2_RETURN_IF_ERROR(from_text(p[i].get<std::string>()));
+      } else if (p[i].is_array()) {
+        M2_RETURN_IF_ERROR(from_ids(p[i], i));
+      } else {
+        return errorf("prompt[{}] must be a string or a list of token ids, got {}", i, json_type(p[i]));
+      }
+    }
+  } else {
+    return errorf("'prompt' must be a string, a list of token ids, or a list of either (non-empty), got {}",
+                  json_type(p));
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].tokens.empty()) return errorf("prompt {} is empty", i);
+  return out;
+}
+
+const char* completion_finish(FinishReason r) {
+  return r == FinishReason::kLength ? "length" : r == FinishReason::kAbort ? "abort" : "stop";
+}
+
+class CompletionGeneration final : public Generation {
+ public:
+  CompletionGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
+                       std::vector<PromptInput> prompts, int n, bool stream, bool include_usage, bool echo,
+                       bool want_logprobs, bool tokens_as_ids)
+      : Generation(ctx, std::move(writer), request, ApiFlavor::kOpenAI, "cmpl-" + random_hex(16), stream),
+        prompts_(std::move(prompts)),
+        n_(n),
+        include_usage_(include_usage),
+        echo_(echo),
+        want_logprobs_(want_logprobs),
+        formatter_(*ctx.tokenizer, tokens_as_ids) {
+    for (size_t i = 0; i < prompts_.size() * static_cast<size_t>(n_); ++i) choices_.emplace_back(formatter_);
+  }
+
+ private:
+  struct Choice {
+    explicit Choice(const TokenFormatter& f) : logprobs(f) {}
+    std::string text;
+    size_t offset = 0;  // characters sent so far (text_offset of the next token)
+    CompletionLogprobs logprobs;
+    bool started = false;
+    const char* finish = nullptr;
+    OrderedJson stop_reason;
+  };
+
+  OrderedJson choice_json(size_t index, std::string text, Choice& c, bool final) {
+    OrderedJson j = OrderedJson::object();
+    j["index"] = index;
+    j["text"] = std::move(text);
+    j["logprobs"] = want_logprobs_ ? c.logprobs.json() : OrderedJson(nullptr);
+    j["finish_reason"] = final && c.finish ? OrderedJson(c.finish) : OrderedJson(nullptr);
+    j["stop_reason"] = final ? c.stop_reason : OrderedJson(nullptr);
+    return j;
+  }
+
+  OrderedJson envelope(OrderedJson choices) const {
+    OrderedJson j = OrderedJson::object();
+    j["id"] = id_;
+    j["object"] = "text_completion";
+    j["created"] = created_;
+    j["model"] = ctx_.model_name();
+    j["choices"] = std::move(choices);
+    return j;
+  }
+
+  OrderedJson usage() const {
+    return {{"prompt_tokens", prompt_tokens_},
+            {"completion_tokens", output_tokens_},
+            {"total_tokens", prompt_tokens_ + output_tokens_},
+            {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  }
+
+  void on_admitted() override {
+    if (stream_) writer_->begin_stream(200, "text/event-stream", {});
+  }
+
+  void on_output(size_t job, RequestOutput& o) override {
+    const size_t index = job * static_cast<size_t>(n_) + static_cast<size_t>(o.index);
+    Choice& c = choices_.at(index);
+    std::string piece;
+    if (!c.started) {
+      c.started = true;
+      if (echo_) {
+        const PromptInput& p = prompts_[job];
+        if (want_logprobs_) {
+          // Each prompt token's text at its offset in the echoed prompt.
+          size_t offset = 0;
+          for (size_t i = 0; i < p.tokens.size(); ++i) {
+            const std::vector<TokenLogprob>* entry =
+                i < o.prompt_logprobs.size() ? &o.prompt_logprobs[i] : nullptr;
+            c.logprobs.add_prompt(p.tokens[i], entry, offset);
+            offset += formatter_.text(p.tokens[i]).size();
+          }
+        }
+        piece = p.text;
+      }
+    }
+    const size_t base = c.text.size() + piece.size();
+    if (want_logprobs_) {
+      size_t offset = base;
+      for (const SampledToken& t : o.new_logprobs) {
+        c.logprobs.add(t, offset);
+        offset += formatter_.text(t.id).size();
+      }
+    }
+    piece += o.new_text;
+    if (o.finished) {
+      c.finish = completion_finish(o.finish_reason);
+      c.stop_reason = o.stop_reason.empty() ? OrderedJson(nullptr) : OrderedJson(o.stop_reason);
+    }
+    if (!stream_) {
+      c.text += piece;
+      return;
+    }
+    if (piece.empty() && c.logprobs.empty() && !o.finished) return;
+    c.text += piece;
+    writer_->write(sse_data(envelope(OrderedJson::array({choice_json(index, piece, c, o.finished)}))));
+    c.logprobs.clear();  // streamed logprobs are per chunk
+  }
+
+  void on_complete() override {
+    const std::string finish = choices_.empty() || !choices_[0].finish ? "" : choices_[0].finish;
+    if (stream_) {
+      if (include_usage_) {
+        OrderedJson last = envelope(OrderedJson::array());
+        last["usage"] = usage();
+        writer_->write(sse_data(last));
+      }
+      writer_->write("data: [DONE]\n\n");
+      writer_->end();
+      return log_done(200, finish);
+    }
+    OrderedJson choices = OrderedJson::array();
+    for (size_t i = 0; i < choices_.size(); ++i) choices.push_back(choice_json(i, choices_[i].text, choices_[i], true));
+    OrderedJson j = envelope(std::move(choices));
+    j["usage"] = usage();
+    HttpResponse r;
+    r.body = dump_json(j);
+    writer_->respond(std::move(r));
+    log_done(200, finish);
+  }
+
+  void on_error(const ApiError& error) override {
+    if (!stream_) return respond_error(error);
+    writer_->write(sse_data(error_json(error, flavor_)));
+    writer_->write("data: [DONE]\n\n");
+    writer_->end();
+    log_done(error.status, "");
+  }
+
+  std::vector<PromptInput> prompts_;
+  int n_;
+  bool include_usage_, echo_, want_logprobs_;
+  TokenFormatter formatter_;
+  std::vector<Choice> choices_;
+};
+
+}  // namespace
+
+void handle_completions(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
+                        std::shared_ptr<ResponseWriter> writer) {
+  auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
+  auto stream = opt_bool(body, "stream");
+  if (!stream.ok()) return fail(stream.status());
+  bool include_usage = false;
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) return fail(errorf("'stream_options' must be an object"));
+    auto iu = opt_bool(*so, "include_usage");
+    if (!iu.ok()) return fail(iu.status());
+    include_usage = iu->value_or(false);
+  }
+  auto echo = opt_bool(body, "echo");
+  if (!echo.ok()) return fail(echo.status());
+  auto as_ids = opt_bool(body, "return_tokens_as_token_ids");
+  if (!as_ids.ok()) return fail(as_ids.status());
+  if (auto suffix = opt_string(body, "suffix"); !suffix.ok() || (*suffix && !(*suffix)->empty()))
+    return fail(errorf("'suffix' is not supported"));
+  auto sampling = parse_sampling_request(body, ctx.defaults, LogprobsStyle::kCompletion);
+  if (!sampling.ok()) return fail(sampling.status());
+  auto prompts = read_prompts(body, *ctx.tokenizer, ctx.vocab_size);
+  if (!prompts.ok()) return fail(prompts.status());
+  if (prompts->size() * static_cast<size_t>(sampling->params.n) > 1024)
+    return fail(errorf("too many completions in one request (prompts x n > 1024)"));
+  const bool want_logprobs = sampling->params.logprobs >= 0;
+  std::vector<EngineJob> jobs;
+  for (const PromptInput& p : *prompts) {
+    SamplingRequest s = *sampling;
+    Status fit = fit_to_context(s, static_cast<int64_t>(p.tokens.size()), ctx.max_model_len, false);
+    if (!fit.ok()) return fail(fit);
+    // echo with logprobs reports the prompt tokens' logprobs too.
+    if (echo->value_or(false) && want_logprobs) s.params.prompt_logprobs = std::max(s.params.prompt_logprobs, s.params.logprobs);
+    if (ctx.replay) {
+      if (auto replay = ctx.replay->select(p.text)) s.params.forced_tokens = std::move(*replay);
+    }
+    Status valid = s.params.validate(ctx.vocab_size);
+    if (!valid.ok()) return fail(valid);
+    jobs.push_back({p.tokens, std::move(s.params)});
+  }
+  auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, std::move(*prompts),
+                                                    sampling->params.n, stream->value_or(false), include_usage,
+                                                    echo->value_or(false), want_logprobs, as_ids->value_or(false));
+  gen->start(std::move(jobs));
+}
+
+}  // namespace m2::server

@@ -1,0 +1,212 @@
+#include "server/server.h"
+
+#include <chrono>
+
+#include "server/access_log.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+#include "server/routes.h"
+#include "text/chat_request.h"
+#include "util/log.h"
+
+namespace m2::server {
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool needs_auth(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+OrderedJson model_card(const ServerContext& ctx, const std::string& name) {
+  return {{"id", name},
+          {"object", "model"},
+          {"created", unix_now()},
+          {"owned_by", "m2cpp"},
+          {"root", ctx.options.model_root},
+          {"parent", nullptr},
+          {"max_model_len", ctx.max_model_len},
+          {"permission", OrderedJson::array()}};
+}
+
+HttpResponse json_response(const OrderedJson& j) {
+  HttpResponse r;
+  r.body = dump_json(j);
+  return r;
+}
+
+}  // namespace
+
+bool secure_equals(std::string_view a, std::string_view b) {
+  // Every byte of the longer string is looked at whatever the contents.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+std::string sse_data(const OrderedJson& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+void respond_logged(ServerContext& ctx, const HttpRequest& request, ResponseWriter& writer, HttpResponse response) {
+  ctx.metrics.count_request(request.path, response.status);
+  if (ctx.options.access_log) {
+    AccessRecord r;
+    r.remote = request.remote;
+    r.method = request.method;
+    r.path = request.path;
+    r.status = response.status;
+    log_access(r);
+  }
+  writer.respond(std::move(response));
+}
+
+void respond_error(ServerContext& ctx, const HttpRequest& request, ResponseWriter& writer, const ApiError& error,
+                   ApiFlavor flavor) {
+  respond_logged(ctx, request, writer, error_response(error, flavor));
+}
+
+Result<std::unique_ptr<Server>> Server::create(const HttpServerConfig& http, ServerContext& ctx) {
+  std::unique_ptr<Server> server(new Server(ctx));
+  Server* raw = server.get();
+  M2_ASSIGN_OR_RETURN(server->http_,
+                      HttpServer::create(http, [raw](HttpRequest&& request, std::shared_ptr<ResponseWriter> writer) {
+                        raw->handle(std::move(request), std::move(writer));
+                      }));
+  return server;
+}
+
+void Server::handle(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer) {
+  const ApiFlavor flavor = request.path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
+  // No input may take the server down: whatever a handler throws becomes a 500.
+  try {
+    route(request, writer);
+  } catch (const std::exception& e) {
+    log_error("{} {}: {}", request.method, request.path, e.what());
+    ApiError error;
+    error.status = 500;
+    error.message = std::string("internal error: ") + e.what();
+    respond_error(ctx_, request, *writer, error, flavor);
+  }
+}
+
+void Server::route(HttpRequest& request, const std::shared_ptr<ResponseWriter>& writer) {
+  const std::string& path = request.path;
+  const std::string& method = request.method;
+  const ApiFlavor flavor = path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
+  auto error = [&](int status, std::string message, std::string param = {}, std::string code = {}) {
+    ApiError e;
+    e.status = status;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    if (status == 503) e.retry_after_s = ctx_.options.retry_after_s;
+    respond_error(ctx_, request, *writer, e, flavor);
+  };
+
+  if (request.body_too_large) return error(413, "the request body is larger than the server accepts");
+  if (path == "/health") {
+    HttpResponse r;
+    r.content_type = "";
+    if (!ctx_.ready.load() || ctx_.draining.load()) r.status = 503;
+    if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(ctx_.options.retry_after_s));
+    return respond_logged(ctx_, request, *writer, std::move(r));
+  }
+  if (path == "/metrics" && method == "GET") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = ctx_.ready.load() ? ctx_.metrics.render(ctx_.loop->stats()) : std::string();
+    return writer->respond(std::move(r));  // not counted: scrapes would dominate the request counts
+  }
+  if (path == "/version") return respond_logged(ctx_, request, *writer, json_response({{"version", "0.1.0"}}));
+
+  if (!ctx_.options.api_key.empty() && needs_auth(path)) {
+    std::string_view key = request.header("x-api-key");
+    const std::string_view auth = request.header("authorization");
+    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
+    if (!secure_equals(key, ctx_.options.api_key)) return error(401, "invalid or missing API key", "", "invalid_api_key");
+  }
+  if (!ctx_.ready.load()) return error(503, "the model is loading");
+
+  if (method == "GET" && path == "/v1/models") {
+    OrderedJson data = OrderedJson::array();
+    for (const auto& name : ctx_.options.served_model_names) data.push_back(model_card(ctx_, name));
+    return respond_logged(ctx_, request, *writer, json_response({{"object", "list"}, {"data", std::move(data)}}));
+  }
+  if (method == "GET" && path.rfind("/v1/models/", 0) == 0) {
+    const std::string name = path.substr(11);
+    if (!ctx_.serves(name)) return error(404, "The model `" + name + "` does not exist.", "model", "model_not_found");
+    return respond_logged(ctx_, request, *writer, json_response(model_card(ctx_, name)));
+  }
+
+  using Handler = void (*)(ServerContext&, const HttpRequest&, const OrderedJson&, std::shared_ptr<ResponseWriter>);
+  Handler handler = nullptr;
+  bool model_required = false;
+  if (path == "/v1/chat/completions") handler = handle_chat_completions;
+  else if (path == "/v1/completions") handler = handle_completions;
+  else if (path == "/v1/messages") handler = handle_messages, model_required = true;
+  else if (path == "/v1/messages/count_tokens") handler = handle_count_tokens, model_required = true;
+  const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
+  if (!handler && !tokenizer_route) return error(404, "no route for " + method + " " + path);
+  if (method != "POST") return error(405, "use POST for " + path);
+
+  auto parsed = text::parse_ordered_json(request.body, "request body");
+  if (!parsed.ok()) return error(400, parsed.status().message());
+  const OrderedJson& body = *parsed;
+  if (!body.is_object()) return error(400, std::string("the request body must be a JSON object, got ") + json_type(body));
+  auto model = opt_string(body, "model");
+  if (!model.ok()) return error(400, model.status().message(), "model");
+  if (*model && !ctx_.serves(**model))
+    return error(404, "The model `" + **model + "` does not exist.", "model", "model_not_found");
+  if (!*model && model_required) return error(400, "model: Field required", "model");
+
+  if (path == "/detokenize") {
+    auto ids = opt_int_list(body, "tokens");
+    if (!ids.ok()) return error(400, ids.status().message(), "tokens");
+    std::vector<int32_t> tokens;
+    for (int64_t id : *ids) {
+      if (id < 0 || id >= ctx_.vocab_size) return error(400, fmt::format("token id {} is out of vocabulary", id), "tokens");
+      tokens.push_back(static_cast<int32_t>(id));
+    }
+    auto text = ctx_.tokenizer->decode(tokens, false);
+    if (!text.ok()) return error(400, text.status().message());
+    return respond_logged(ctx_, request, *writer, json_response({{"prompt", *text}}));
+  }
+  if (path == "/tokenize") {
+    auto add_special = opt_bool(body, "add_special_tokens");
+    auto strs = opt_bool(body, "return_token_strs");
+    if (!add_special.ok()) return error(400, add_special.status().message());
+    if (!strs.ok()) return error(400, strs.status().message());
+    Result<std::vector<int32_t>> ids = errorf("'prompt' or 'messages' is required");
+    if (body.contains("messages")) {
+      auto text = ctx_.chat_template->render_request(body);
+      ids = text.ok() ? ctx_.tokenizer->encode(*text, add_special->value_or(false)) : Result<std::vector<int32_t>>(text.status());
+    } else if (auto prompt = opt_string(body, "prompt"); !prompt.ok()) {
+      ids = prompt.status();
+    } else if (*prompt) {
+      ids = ctx_.tokenizer->encode(**prompt, add_special->value_or(true));
+    }
+    if (!ids.ok()) return error(400, ids.status().message());
+    OrderedJson j = {{"count", ids->size()}, {"max_model_len", ctx_.max_model_len}, {"tokens", *ids}};
+    if (strs->value_or(false)) {
+      OrderedJson s = OrderedJson::array();
+      for (int32_t id : *ids) {
+        auto t = ctx_.tokenizer->id_to_token(id);
+        s.push_back(t ? std::string(*t) : std::string());
+      }
+      j["token_strs"] = std::move(s);
+    } else {
+      j["token_strs"] = nullptr;
+    }
+    return respond_logged(ctx_, request, *writer, json_response(j));
+  }
+  handler(ctx_, request, body, writer);
+}
+
+}  // namespace m2::server

@@ -1,0 +1,50 @@
+// What every route handler reads: the model's tokenizer and chat template,
+// the engine loop, the server's options, the metrics. Filled once the model
+// is loaded (`ready`); immutable afterwards except the metrics and flags.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine_loop.h"
+#include "server/metrics.h"
+#include "server/replay.h"
+#include "text/chat_template.h"
+#include "text/reasoning_parser.h"
+#include "text/tokenizer/tokenizer.h"
+
+namespace m2::server {
+
+struct ServerOptions {
+  std::vector<std::string> served_model_names;  // the first is reported; all are accepted
+  std::string api_key;                           // empty: no authentication
+  text::ReasoningMode reasoning = text::ReasoningMode::kSplit;  // OpenAI chat only
+  bool access_log = true;
+  int retry_after_s = 1;                         // Retry-After of 429 / 503
+  std::string model_root;                        // -m, reported as the model's root
+};
+
+struct ServerContext {
+  ServerOptions options;
+  const text::Tokenizer* tokenizer = nullptr;
+  const text::ChatTemplate* chat_template = nullptr;
+  EngineLoop* loop = nullptr;
+  const ReplaySource* replay = nullptr;
+  SamplingParams defaults;
+  int64_t max_model_len = 0;
+  int vocab_size = 0;
+  Metrics metrics;
+  std::atomic<bool> ready{false};     // the model is loaded: generation routes are served
+  std::atomic<bool> draining{false};  // shutting down: new generation requests get 503
+
+  const std::string& model_name() const { return options.served_model_names.front(); }
+  bool serves(const std::string& name) const {
+    for (const auto& n : options.served_model_names)
+      if (n == name) return true;
+    return false;
+  }
+};
+
+}  // namespace m2::server

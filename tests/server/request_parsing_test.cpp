@@ -1,0 +1,247 @@
+// The server's request handling that needs no socket: sampling fields,
+// context fitting, the chat prompt with tool_choice forcing, the Anthropic
+// request conversion, replay files, error shapes, metrics text, the
+// constant-time key comparison.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server/anthropic_request.h"
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/metrics.h"
+#include "server/replay.h"
+#include "server/sampling_request.h"
+#include "server/server.h"
+
+namespace m2::server {
+namespace {
+
+std::string data(const std::string& rel) { return std::string(M2CPP_SOURCE_DIR) + "/tests/data/" + rel; }
+
+OrderedJson J(const char* text) { return OrderedJson::parse(text); }
+
+TEST(SamplingRequest, ReadsFieldsOverDefaults) {
+  SamplingParams defaults;
+  defaults.top_k = 40;
+  auto r = parse_sampling_request(
+      J(R"({"n": 2, "temperature": 0.5, "top_p": 0.9, "seed": -1, "max_completion_tokens": 7,
+            "stop": "END", "stop_token_ids": [5], "logit_bias": {"12": -100}, "logprobs": true,
+            "top_logprobs": 3, "min_tokens": 2, "ignore_eos": true, "user": "u"})"),
+      defaults, LogprobsStyle::kChat);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.n, 2);
+  EXPECT_FLOAT_EQ(r->params.temperature, 0.5f);
+  EXPECT_EQ(r->params.top_k, 40);
+  EXPECT_EQ(*r->params.seed, static_cast<uint64_t>(-1));
+  EXPECT_EQ(*r->max_tokens, 7);
+  EXPECT_EQ(r->params.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r->params.logit_bias.at(12), -100.0f);
+  EXPECT_EQ(r->params.logprobs, 3);
+  EXPECT_TRUE(r->params.ignore_eos);
+  auto c = parse_sampling_request(J(R"({"logprobs": 2, "echo": true})"), defaults, LogprobsStyle::kCompletion);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->params.logprobs, 2);
+}
+
+TEST(SamplingRequest, RefusesWrongTypesAndUnsupportedFields) {
+  for (const char* body : {R"({"temperature": "hot"})", R"({"n": 0})", R"({"max_tokens": 1.5})",
+                           R"({"max_tokens": 0})", R"({"stop": [1]})", R"({"logit_bias": {"x": 1}})",
+                           R"({"logit_bias": {"1": 500}})", R"({"top_logprobs": 2})", R"({"top_logprobs": 99, "logprobs": true})",
+                           R"({"include_stop_str_in_output": true})", R"({"best_of": 3})",
+                           R"({"response_format": {"type": "json_object"}})", R"({"seed": "x"})"}) {
+    EXPECT_FALSE(parse_sampling_request(J(body), SamplingParams(), LogprobsStyle::kChat).ok()) << body;
+  }
+  auto ok = parse_sampling_request(J(R"({"response_format": {"type": "text"}, "max_tokens": 3.0})"), SamplingParams(),
+                                   LogprobsStyle::kChat);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok->max_tokens, 3);
+}
+
+TEST(SamplingRequest, FitsTheContext) {
+  SamplingRequest r;
+  EXPECT_TRUE(fit_to_context(r, 100, 2048, false).ok());
+  EXPECT_EQ(r.params.max_tokens, 1948);
+  r.max_tokens = 5000;
+  Status s = fit_to_context(r, 100, 2048, false);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("2048"), std::string::npos);
+  EXPECT_NE(s.message().find("5100"), std::string::npos);
+  EXPECT_TRUE(fit_to_context(r, 100, 2048, true).ok());  // Anthropic: clamped
+  EXPECT_EQ(r.params.max_tokens, 1948);
+  s = fit_to_context(r, 2048, 2048, true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("your prompt is 2048 tokens"), std::string::npos);
+}
+
+class ChatPromptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tok = text::Tokenizer::load_from_dir(data("m2-tiny-chat"));
+    ASSERT_TRUE(tok.ok()) << tok.status().message();
+    tokenizer_ = std::move(*tok);
+    auto tpl = text::ChatTemplate::load_from_dir(data("m2-tiny-chat"));
+    ASSERT_TRUE(tpl.ok()) << tpl.status().message();
+    template_ = std::make_unique<text::ChatTemplate>(std::move(*tpl));
+  }
+  Result<ChatPrompt> build(const char* body) { return build_chat_prompt(J(body), *template_, *tokenizer_); }
+  std::string decode(const std::vector<int32_t>& ids) { return tokenizer_->decode(ids, false).value(); }
+
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<text::ChatTemplate> template_;
+};
+
+constexpr const char* kTool = R"({"type": "function", "function": {"name": "get_weather", "parameters":
+  {"type": "object", "properties": {"days": {"type": "integer"}}}}})";
+
+TEST_F(ChatPromptTest, RendersAndTokenizes) {
+  auto p = build(R"({"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->text, "]~!b[]~b]system\nBe brief.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n");
+  EXPECT_EQ(decode(p->tokens), p->text);
+  EXPECT_TRUE(p->parse.starts_in_reasoning);
+  EXPECT_FALSE(p->parse.parse_tool_calls);
+  EXPECT_EQ(p->forced_after_token, -1);
+}
+
+TEST_F(ChatPromptTest, ToolChoiceForcesTheOpening) {
+  const std::string tools = std::string("[") + kTool + "]";
+  auto p = build(("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + tools +
+                  ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}}").c_str());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->forced_after_token, *tokenizer_->token_to_id("</think>"));
+  EXPECT_EQ(decode(p->forced_after), "\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">");
+  EXPECT_TRUE(p->parse.parse_tool_calls);
+  EXPECT_EQ(p->parse.schemas.param_types("get_weather", "days").bits, text::ParamTypes::kInteger);
+  auto r = build(("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + tools +
+                  ", \"tool_choice\": \"required\"}").c_str());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(decode(r->forced_after), "\n\n<minimax:tool_call>\n");
+  auto none = build(("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + tools +
+                     ", \"tool_choice\": \"none\"}").c_str());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->parse.parse_tool_calls);
+  EXPECT_TRUE(none->forced_after.empty());
+}
+
+TEST_F(ChatPromptTest, RefusesBadMessagesAndToolChoices) {
+  for (const char* body : {
+           R"({})", R"({"messages": []})", R"({"messages": "x"})", R"({"messages": [{"role": "robot", "content": "x"}]})",
+           R"({"messages": [{"content": "x"}]})", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+           R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+           R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})",
+           R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})"}) {
+    EXPECT_FALSE(build(body).ok()) << body;
+  }
+}
+
+TEST(AnthropicRequest, ConvertsBlocksToChatMessages) {
+  auto r = parse_anthropic_request(J(R"({
+    "model": "m", "max_tokens": 10, "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
+    "stop_sequences": ["X"], "temperature": 0.2, "top_k": 5,
+    "tools": [{"name": "t", "description": "d", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any"},
+    "messages": [
+      {"role": "user", "content": "q"},
+      {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                                        {"type": "text", "text": "ok"},
+                                        {"type": "tool_use", "id": "toolu_1", "name": "t", "input": {"a": 1}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r1"},
+                                   {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                                    "content": [{"type": "text", "text": "boom"}]},
+                                   {"type": "text", "text": "next"}]}]})"),
+                                   SamplingParams(), false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const OrderedJson& m = r->chat_body["messages"];
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[0], J(R"({"role": "system", "content": "A\nB"})"));
+  EXPECT_EQ(m[2]["reasoning_content"], "hmm");
+  EXPECT_EQ(m[2]["content"], "ok");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], J(R"({"a": 1})"));
+  EXPECT_EQ(m[3], J(R"({"role": "tool", "tool_call_id": "toolu_1", "content": "r1"})"));
+  EXPECT_EQ(m[4]["content"], "Error: boom");
+  EXPECT_EQ(m[5], J(R"({"role": "user", "content": "next"})"));
+  EXPECT_EQ(r->chat_body["tools"][0]["function"]["parameters"], J(R"({"type": "object"})"));
+  EXPECT_EQ(r->chat_body["tool_choice"], "required");
+  EXPECT_EQ(r->sampling.params.stop, std::vector<std::string>{"X"});
+  EXPECT_EQ(r->sampling.params.top_k, 5);
+  EXPECT_EQ(*r->sampling.max_tokens, 10);
+}
+
+TEST(AnthropicRequest, RefusesWhatTheModelCannotRead) {
+  for (const char* body : {
+           R"({"messages": [{"role": "user", "content": "x"}]})",  // no max_tokens
+           R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})",
+           R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})",
+           R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search_20250305", "name": "w"}]})",
+           R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "maybe"}})"}) {
+    EXPECT_FALSE(parse_anthropic_request(J(body), SamplingParams(), false).ok()) << body;
+  }
+  EXPECT_TRUE(parse_anthropic_request(J(R"({"messages": [{"role": "user", "content": "x"}]})"), SamplingParams(), true).ok());
+}
+
+TEST(Replay, PlainTextAndMatchedEntries) {
+  auto tok = text::Tokenizer::load_from_dir(data("m2-tiny-chat"));
+  ASSERT_TRUE(tok.ok());
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/replay.txt") << "Hello</think>\n\nHi[e~[";
+  auto plain = ReplaySource::load(dir + "/replay.txt", **tok);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ((*tok)->decode(*plain->select("anything"), false).value(), "Hello</think>\n\nHi[e~[");
+  std::ofstream(dir + "/replay.json") << R"({"outputs": [{"match": "AAA", "output": "a"}, {"output": "b"}]})";
+  auto j = ReplaySource::load(dir + "/replay.json", **tok);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*tok)->decode(*j->select("xxAAAxx"), false).value(), "a");
+  EXPECT_EQ((*tok)->decode(*j->select("zzz"), false).value(), "b");
+  std::ofstream(dir + "/bad.json") << R"({"outputs": [{"match": 1}]})";
+  EXPECT_FALSE(ReplaySource::load(dir + "/bad.json", **tok).ok());
+}
+
+TEST(ApiError, BothShapes) {
+  ApiError e;
+  e.status = 429;
+  e.message = "full";
+  e.retry_after_s = 2;
+  EXPECT_EQ(error_json(e, ApiFlavor::kOpenAI),
+            J(R"({"error": {"message": "full", "type": "rate_limit_error", "param": null, "code": 429}})"));
+  EXPECT_EQ(error_json(e, ApiFlavor::kAnthropic),
+            J(R"({"type": "error", "error": {"type": "rate_limit_error", "message": "full"}})"));
+  HttpResponse r = error_response(e, ApiFlavor::kOpenAI);
+  EXPECT_EQ(r.status, 429);
+  ASSERT_EQ(r.headers.size(), 1u);
+  EXPECT_EQ(r.headers[0].first, "Retry-After");
+  e.status = 413;
+  EXPECT_EQ(error_json(e, ApiFlavor::kAnthropic)["error"]["type"], "request_too_large");
+}
+
+TEST(Metrics, PrometheusText) {
+  Metrics m;
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/v1/chat/completions", 200);
+  m.count_tokens(10, 5);
+  m.observe_request(0.05, 0.02, 0.3);
+  EngineLoopStats s;
+  s.engine.kv_blocks_used = 3;
+  s.engine.kv_blocks_total = 12;
+  s.engine.waiting = 1;
+  s.queued = 2;
+  const std::string t = m.render(s);
+  EXPECT_NE(t.find("m2cpp:http_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:prompt_tokens_total 10\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:time_to_first_token_seconds_bucket{le=\"0.06\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:time_to_first_token_seconds_bucket{le=\"0.04\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:num_requests_waiting 3\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:kv_cache_usage_perc 0.25\n"), std::string::npos);
+}
+
+TEST(SecureEquals, ComparesWholeStrings) {
+  EXPECT_TRUE(secure_equals("key", "key"));
+  EXPECT_FALSE(secure_equals("key", "kez"));
+  EXPECT_FALSE(secure_equals("key", "key2"));
+  EXPECT_FALSE(secure_equals("", "key"));
+  EXPECT_TRUE(secure_equals("", ""));
+}
+
+}  // namespace
+}  // namespace m2::server

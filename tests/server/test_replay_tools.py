@@ -1,0 +1,302 @@
+"""Tool calls and reasoning end to end through both SDKs. A random model
+never writes them, so the server runs with `--replay`: the engine emits the
+tokens of fixed raw M2 outputs (chosen by a marker in the prompt) through
+the real detokenizer, parsers and API layers."""
+import json
+import os
+import tempfile
+
+import pytest
+
+from conftest import MODEL_NAME, ServerProcess
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get weather",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+                   "required": ["location"]}}}
+WRITE_TOOL = {"type": "function", "function": {
+    "name": "write_file", "description": "Write a file",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}}
+ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+                    "input_schema": t["function"]["parameters"]} for t in (WEATHER_TOOL, WRITE_TOOL)]
+
+EDIT_VALUE = "  <x>1</parameter> y\n  indented"
+OUTPUTS = [
+    # First: found only if the assistant's earlier reasoning was rendered into the prompt.
+    {"match": "SECRET_THOUGHT_123", "output": "The tool answered.</think>\n\nIt is sunny in Paris.[e~["},
+    {"match": "TOOLTEST_WEATHER", "output":
+        "The user wants the weather. I will call the tool.</think>\n\n<minimax:tool_call>\n"
+        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n"
+        "<parameter name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
+    {"match": "TOOLTEST_PARALLEL", "output":
+        "Two cities, two calls.</think>\n\nChecking both cities.\n<minimax:tool_call>\n"
+        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n</invoke>\n"
+        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Tokyo</parameter>\n"
+        "<parameter name=\"days\">3</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
+    {"match": "TOOLTEST_EDIT", "output":
+        "Writing the file.</think>\n\n<minimax:tool_call>\n<invoke name=\"write_file\">\n"
+        "<parameter name=\"path\">a.xml</parameter>\n<parameter name=\"content\">" + EDIT_VALUE + "</parameter>\n"
+        "</invoke>\n</minimax:tool_call>[e~["},
+    {"match": "REASONTEST", "output": "Thinking about it.\nStep two.</think>\n\nThe answer is 42.[e~["},
+    # tool_choice: the server forces the opening after </think>; the replay goes on from there.
+    {"match": "FORCE_NAMED", "output":
+        "I must use the tool.</think>\n<parameter name=\"location\">Rome</parameter>\n</invoke>\n"
+        "</minimax:tool_call>[e~["},
+    {"match": "FORCE_REQUIRED", "output":
+        "A tool is required.</think><invoke name=\"get_weather\">\n<parameter name=\"location\">Oslo</parameter>\n"
+        "</invoke>\n</minimax:tool_call>[e~["},
+    {"match": "STOPTEST", "output": "Plan.</think>\n\nalpha beta STOPHERE gamma[e~["},
+]
+
+
+@pytest.fixture(scope="module")
+def replay_file():
+    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump({"outputs": OUTPUTS}, f)
+    f.close()
+    yield f.name
+    os.unlink(f.name)
+
+
+@pytest.fixture(scope="module")
+def server(replay_file):
+    s = ServerProcess("--replay", replay_file)
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def append_think_server(replay_file):
+    s = ServerProcess("--replay", replay_file, "--reasoning", "append-think")
+    yield s
+    assert s.stop() == 0
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def collect_openai_stream(stream):
+    reasoning, content, finish = "", "", None
+    calls = {}
+    for chunk in stream:
+        for ch in chunk.choices:
+            d = ch.delta
+            reasoning += (d.model_extra or {}).get("reasoning_content") or ""
+            content += d.content or ""
+            for tc in d.tool_calls or []:
+                entry = calls.setdefault(tc.index, {"id": None, "name": None, "arguments": ""})
+                if tc.id:
+                    entry["id"] = tc.id
+                if tc.function and tc.function.name:
+                    entry["name"] = tc.function.name
+                if tc.function and tc.function.arguments:
+                    entry["arguments"] += tc.function.arguments
+            finish = ch.finish_reason or finish
+    return reasoning, content, [calls[i] for i in sorted(calls)], finish
+
+
+# ---- OpenAI ------------------------------------------------------------------------------------------------
+
+def test_openai_tool_call(openai_client):
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_WEATHER in Paris?"),
+                                              tools=[WEATHER_TOOL, WRITE_TOOL], max_tokens=200)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert c.message.model_extra["reasoning_content"] == "The user wants the weather. I will call the tool."
+    assert c.message.content is None
+    (call,) = c.message.tool_calls
+    assert call.id.startswith("call_") and call.type == "function"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"location": "Paris", "days": 2}
+
+
+def test_openai_tool_call_streaming(openai_client):
+    stream = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_WEATHER in Paris?"),
+                                                   tools=[WEATHER_TOOL], max_tokens=200, stream=True)
+    reasoning, content, calls, finish = collect_openai_stream(stream)
+    assert finish == "tool_calls"
+    assert reasoning == "The user wants the weather. I will call the tool."
+    assert content == ""
+    assert len(calls) == 1 and calls[0]["name"] == "get_weather" and calls[0]["id"].startswith("call_")
+    assert json.loads(calls[0]["arguments"]) == {"location": "Paris", "days": 2}
+
+
+def test_openai_parallel_calls_both_modes(openai_client):
+    kw = dict(model=MODEL_NAME, messages=user("TOOLTEST_PARALLEL"), tools=[WEATHER_TOOL], max_tokens=300)
+    whole = openai_client.chat.completions.create(**kw).choices[0]
+    assert whole.message.content == "Checking both cities."
+    args = [json.loads(t.function.arguments) for t in whole.message.tool_calls]
+    assert args == [{"location": "Paris"}, {"location": "Tokyo", "days": 3}]
+    reasoning, content, calls, finish = collect_openai_stream(openai_client.chat.completions.create(**kw, stream=True))
+    assert finish == "tool_calls" and content == "Checking both cities."
+    assert [json.loads(c["arguments"]) for c in calls] == args
+    assert len({c["id"] for c in calls}) == 2
+
+
+def test_openai_parameter_close_tag_inside_value(openai_client):
+    kw = dict(model=MODEL_NAME, messages=user("TOOLTEST_EDIT"), tools=[WRITE_TOOL], max_tokens=300)
+    whole = openai_client.chat.completions.create(**kw).choices[0]
+    assert json.loads(whole.message.tool_calls[0].function.arguments) == {"path": "a.xml", "content": EDIT_VALUE}
+    _, _, calls, _ = collect_openai_stream(openai_client.chat.completions.create(**kw, stream=True))
+    assert json.loads(calls[0]["arguments"]) == {"path": "a.xml", "content": EDIT_VALUE}
+
+
+def test_openai_tool_choice_none_keeps_text(openai_client):
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_WEATHER"),
+                                              tools=[WEATHER_TOOL], tool_choice="none", max_tokens=200)
+    c = r.choices[0]
+    assert c.finish_reason == "stop" and not c.message.tool_calls
+    assert "<minimax:tool_call>" in c.message.content
+
+
+def test_openai_tool_choice_named_forces_the_call(openai_client):
+    r = openai_client.chat.completions.create(
+        model=MODEL_NAME, messages=user("FORCE_NAMED"), tools=[WEATHER_TOOL, WRITE_TOOL], max_tokens=200,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert c.message.tool_calls[0].function.name == "get_weather"
+    assert json.loads(c.message.tool_calls[0].function.arguments) == {"location": "Rome"}
+
+
+def test_openai_tool_choice_required_forces_the_block(openai_client):
+    stream = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("FORCE_REQUIRED"),
+                                                   tools=[WEATHER_TOOL], tool_choice="required", max_tokens=200,
+                                                   stream=True)
+    reasoning, _, calls, finish = collect_openai_stream(stream)
+    assert reasoning == "A tool is required."
+    assert finish == "tool_calls"
+    assert json.loads(calls[0]["arguments"]) == {"location": "Oslo"}
+
+
+def test_openai_reasoning_round_trip(openai_client):
+    # The reasoning of the current tool loop goes back into the prompt (interleaved thinking).
+    messages = [{"role": "user", "content": "TOOLTEST_WEATHER"},
+                {"role": "assistant", "content": None, "reasoning_content": "SECRET_THOUGHT_123",
+                 "tool_calls": [{"id": "call_1", "type": "function",
+                                 "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=[WEATHER_TOOL],
+                                              max_tokens=100)
+    assert r.choices[0].message.content == "It is sunny in Paris."
+
+
+def test_openai_stop_sequence_on_replay(openai_client):
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("STOPTEST"), stop=["STOPHERE"],
+                                              max_tokens=100)
+    assert r.choices[0].message.content == "alpha beta "
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_openai_append_think_mode(append_think_server):
+    import openai
+    client = openai.OpenAI(base_url=append_think_server.url + "/v1", api_key="x", max_retries=0)
+    r = client.chat.completions.create(model=MODEL_NAME, messages=user("REASONTEST"), max_tokens=100)
+    m = r.choices[0].message
+    assert m.content == "<think>Thinking about it.\nStep two.</think>\n\nThe answer is 42."
+    assert "reasoning_content" not in (m.model_extra or {}) or m.model_extra["reasoning_content"] is None
+    _, content, _, _ = collect_openai_stream(client.chat.completions.create(
+        model=MODEL_NAME, messages=user("REASONTEST"), max_tokens=100, stream=True))
+    assert content == m.content
+    # Sending the content back re-extracts the reasoning in the template (interleaved thinking).
+    msgs = [{"role": "user", "content": "TOOLTEST_WEATHER"},
+            {"role": "assistant", "content": "<think>SECRET_THOUGHT_123</think>\n\nCalling.",
+             "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "sunny"}]
+    r2 = client.chat.completions.create(model=MODEL_NAME, messages=msgs, tools=[WEATHER_TOOL], max_tokens=50)
+    assert r2.choices[0].message.content.endswith("It is sunny in Paris.")
+
+
+# ---- Anthropic ---------------------------------------------------------------------------------------------
+
+def test_anthropic_tool_use(anthropic_client):
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                         messages=user("TOOLTEST_WEATHER"))
+    assert m.stop_reason == "tool_use"
+    assert [b.type for b in m.content] == ["thinking", "tool_use"]
+    assert m.content[0].thinking == "The user wants the weather. I will call the tool."
+    tu = m.content[1]
+    assert tu.id.startswith("toolu_") and tu.name == "get_weather" and tu.input == {"location": "Paris", "days": 2}
+
+
+def test_anthropic_tool_use_streaming_events(anthropic_client):
+    events = []
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                          messages=user("TOOLTEST_PARALLEL")) as stream:
+        for ev in stream:
+            events.append(ev)
+        final = stream.get_final_message()
+    raw = [e.type for e in events if e.type in ("message_start", "content_block_start", "content_block_delta",
+                                                 "content_block_stop", "message_delta", "message_stop")]
+    assert raw[0] == "message_start" and raw[-2:] == ["message_delta", "message_stop"]
+    starts = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert starts == ["thinking", "text", "tool_use", "tool_use"]
+    kinds = {e.delta.type for e in events if e.type == "content_block_delta"}
+    assert kinds == {"thinking_delta", "text_delta", "input_json_delta"}
+    # every block is closed before the next opens
+    depth = 0
+    for t in raw:
+        depth += t == "content_block_start"
+        depth -= t == "content_block_stop"
+        assert depth in (0, 1)
+    assert final.stop_reason == "tool_use"
+    assert [b.input for b in final.content if b.type == "tool_use"] == [{"location": "Paris"},
+                                                                         {"location": "Tokyo", "days": 3}]
+    assert final.content[1].text == "Checking both cities."
+
+
+def test_anthropic_parameter_close_tag_inside_value(anthropic_client):
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                          messages=user("TOOLTEST_EDIT")) as stream:
+        final = stream.get_final_message()
+    assert final.content[-1].input == {"path": "a.xml", "content": EDIT_VALUE}
+
+
+def test_anthropic_thinking_then_text(anthropic_client):
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=100, messages=user("REASONTEST")) as stream:
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["thinking", "text"]
+    assert final.content[0].thinking == "Thinking about it.\nStep two."
+    assert final.content[1].text == "The answer is 42."
+    assert final.stop_reason == "end_turn"
+
+
+def test_anthropic_interleaved_thinking_round_trip(anthropic_client):
+    messages = [
+        {"role": "user", "content": "TOOLTEST_WEATHER"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "SECRET_THOUGHT_123", "signature": "opaque-signature"},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+    ]
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, tools=ANTHROPIC_TOOLS, messages=messages)
+    assert m.content[-1].text == "It is sunny in Paris."
+    # tool_result as blocks, with is_error
+    messages[2]["content"][0] = {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+                                 "content": [{"type": "text", "text": "timeout"}]}
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, tools=ANTHROPIC_TOOLS, messages=messages)
+    assert m.content[-1].text == "It is sunny in Paris."
+
+
+def test_anthropic_tool_choice_tool_and_any(anthropic_client):
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=200, tools=ANTHROPIC_TOOLS,
+                                         tool_choice={"type": "tool", "name": "get_weather"},
+                                         messages=user("FORCE_NAMED"))
+    assert m.stop_reason == "tool_use" and m.content[-1].input == {"location": "Rome"}
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=200, tools=ANTHROPIC_TOOLS,
+                                         tool_choice={"type": "any"}, messages=user("FORCE_REQUIRED"))
+    assert m.stop_reason == "tool_use" and m.content[-1].input == {"location": "Oslo"}
+
+
+def test_anthropic_stop_sequence(anthropic_client):
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, stop_sequences=["STOPHERE"],
+                                         messages=user("STOPTEST"))
+    assert m.stop_reason == "stop_sequence" and m.stop_sequence == "STOPHERE"
+    assert m.content[-1].text == "alpha beta "
+
+
+def test_anthropic_max_tokens_cut(anthropic_client):
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=3, messages=user("REASONTEST"))
+    assert m.stop_reason == "max_tokens"
+    assert m.usage.output_tokens == 3
