@@ -1,0 +1,40 @@
+// Typed access to the fields of tokenizer.json components, with errors that
+// name the JSON path ("pre_tokenizer.pretokenizers[1].pattern") and what
+// was expected. Every component factory goes through these.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/json.h"
+#include "util/status.h"
+
+namespace m2::text::tok {
+
+// Context of one component: its JSON object and path.
+struct JsonNode {
+  const Json& json;
+  std::string path;
+
+  JsonNode child(std::string_view key) const;  // requires json[key] to exist
+  JsonNode element(size_t index) const;
+  std::string child_path(std::string_view key) const {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  Status error(std::string_view message) const;
+  bool has(std::string_view key) const;  // present and not null
+
+  Result<std::string> string_field(std::string_view key) const;
+  Result<std::optional<std::string>> optional_string(std::string_view key) const;  // absent or null -> nullopt
+  Result<bool> bool_field(std::string_view key, std::optional<bool> fallback = std::nullopt) const;
+  Result<int64_t> int_field(std::string_view key) const;
+  Result<const Json*> array_field(std::string_view key) const;
+  Result<const Json*> object_field(std::string_view key) const;
+  Result<std::string> type_name() const;  // the "type" field
+  // Rejects keys outside `known` so that options we do not implement are never ignored silently.
+  Status only_keys(std::initializer_list<std::string_view> known) const;
+};
+
+}  // namespace m2::text::tok
