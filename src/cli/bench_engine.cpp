@@ -36,6 +36,7 @@ int run(const ModelOptions& mo, const Args& a) {
   if (!w.ok()) return fail(w.status());
   auto backend = mo.make_backend();
   if (!backend.ok()) return fail(backend.status());
+  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
   MiniMaxM2 model(**w, **backend);
   EngineConfig c;
   c.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;

@@ -30,6 +30,7 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   if (!w.ok()) return fail(w.status());
   auto backend = mo.make_backend();
   if (!backend.ok()) return fail(backend.status());
+  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
   MiniMaxM2 model(**w, **backend);
   GreedyOptions o;
   o.max_tokens = a.max_tokens;

@@ -25,6 +25,7 @@ int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::s
   if (!w.ok()) return fail(w.status());
   auto backend = mo.make_backend();
   if (!backend.ok()) return fail(backend.status());
+  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
   MiniMaxM2 model(**w, **backend);
   auto logits = all_logits(model, *ids, *kv_dtype);
   if (!logits.ok()) return fail(logits.status());

@@ -51,6 +51,7 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   c->chat_template.emplace(std::move(t));
   M2_ASSIGN_OR_RETURN(c->weights, mo.load());
   M2_ASSIGN_OR_RETURN(c->backend, mo.make_backend());
+  M2_RETURN_IF_ERROR(c->backend->prepare_weights(*c->weights));
   c->model = std::make_unique<MiniMaxM2>(*c->weights, *c->backend);
   EngineConfig ec;
   ec.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;

@@ -82,6 +82,7 @@ int run_serve(const ModelOptions& mo, const ServeArgs& a) {
   if (!weights.ok()) return fail(weights.status());
   auto backend = mo.make_backend();
   if (!backend.ok()) return fail(backend.status());
+  if (Status s = (*backend)->prepare_weights(**weights); !s.ok()) return fail(s);
   MiniMaxM2 model(**weights, **backend);
   auto tokenizer = text::Tokenizer::load_from_dir(mo.model);
   if (!tokenizer.ok()) return fail(tokenizer.status().with_context("the server needs the model's tokenizer"));

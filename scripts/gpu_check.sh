@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The CUDA backend's whole GPU check in one run, ending with a short table:
+#   1. the machine (nvidia-smi), and binaries that start (carried, else built here);
+#   2. the CUDA tests (every op against the CPU backend, the whole model
+#      against the float64 reference fixtures and the CPU backend, 32K context);
+#   3. the microbenchmarks beside the ceilings measured in the same run;
+#   4. `m2cpp bench decode --device cuda` on dummy weights at the real M2.7
+#      shape with as many layers as fit (LAYERS, default 30; 8 if that fails).
+# Full logs go to $OUT (the device tool's output folder; /tmp/gpu_check_out otherwise).
+#
+#   scripts/gpu_check.sh --prepare   on a build machine (no GPU needed): configure
+#                                    and build build-gpu/ for sm_90a and copy the
+#                                    shared libraries the binaries need into
+#                                    build-gpu/lib/ (carry build-gpu to the GPU)
+#   scripts/gpu_check.sh             on the GPU machine
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${BUILD:-build-gpu}
+LAYERS=${LAYERS:-30}
+BUDGET=${BUDGET:-570}  # seconds for the whole run (the device tool allows 600)
+
+if [[ "${1:-}" == "--prepare" ]]; then
+  set -e
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM2CPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+    -DCMAKE_BUILD_RPATH='$ORIGIN/lib' > /dev/null
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target m2cpp test_backend_cuda cuda_kernels_bench
+  # Everything the binaries load that a CUDA image lacks: not glibc, not the
+  # C++ runtime (the GPU machine's is as new; ours needs a newer glibc), not
+  # CUDA's own (cuBLASLt is ~500 MB: it is found on the GPU machine, below).
+  rm -rf "$BUILD/lib"
+  mkdir -p "$BUILD/lib"
+  for bin in m2cpp test_backend_cuda cuda_kernels_bench; do
+    ldd "$BUILD/$bin" | awk '/=> \//{print $3}'
+  done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcublas|libcudart' |
+    while read -r lib; do cp -L "$lib" "$BUILD/lib/"; done
+  du -sh "$BUILD/lib" "$BUILD/m2cpp" "$BUILD/test_backend_cuda" "$BUILD/cuda_kernels_bench"
+  exit 0
+fi
+
+OUT=${OUT:-/tmp/gpu_check_out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+note() { echo "[gpu_check +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
+left() { echo $((BUDGET - SECONDS)); }
+
+nvidia-smi > "$OUT/machine.txt" 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv >> "$OUT/machine.txt" 2>&1
+free -g >> "$OUT/machine.txt" 2>&1
+nproc >> "$OUT/machine.txt" 2>&1
+note "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+# Shared libraries: the carried ones, then cuBLASLt wherever this image has it
+# (the CUDA toolkit, or PyTorch's nvidia-cublas wheel). Only our binaries get
+# this path (system tools keep theirs).
+LIBPATH=$ROOT/$BUILD/lib
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+  $(find /usr /opt -name 'libcublasLt.so.13*' -printf '%h\n' 2>/dev/null | sort -u | head -3); do
+  [[ -e "$dir/libcublasLt.so.13" ]] && LIBPATH=$LIBPATH:$dir
+done
+LDP="LD_LIBRARY_PATH=$LIBPATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "$LDP" >> "$OUT/machine.txt"
+export M2CPP_SOURCE_DIR=$ROOT  # the tests' fixtures, wherever this checkout is
+# run SECONDS CMD...: CMD with our libraries, stopped after SECONDS (at least 10).
+run() {
+  local limit=$1
+  shift
+  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" "$@"
+}
+
+# 1. Binaries: carried, or built here.
+if ! run 60 "$BUILD/test_backend_cuda" --gtest_list_tests > /dev/null 2> "$OUT/build.log"; then
+  note "carried binaries do not start (see build.log); building here"
+  env "$LDP" ldd "$BUILD/test_backend_cuda" >> "$OUT/build.log" 2>&1
+  BUILD=build-gpu-here
+  if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM2CPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+      >> "$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$(nproc)" --target m2cpp test_backend_cuda cuda_kernels_bench >> "$OUT/build.log" 2>&1; then
+    note "built here"
+  else
+    note "the build here failed (tail of build.log below)"
+    tail -20 "$OUT/build.log" | tee -a "$SUMMARY"
+  fi
+fi
+
+# 2. Tests: ops, then the whole model (a crash in one part leaves the other
+# its run); every op synchronised so that a failing kernel is named.
+TESTS=pass
+: > "$OUT/tests.log"
+for filter in 'Ops.*:CudaBackend.*' '*Model*'; do
+  M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
+    TESTS=fail
+done
+note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]|Failure|CUDA error' "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
+
+# 3. Microbenchmarks.
+run $(( $(left) > 330 ? 130 : 60 )) "$BUILD/cuda_kernels_bench" > "$OUT/bench.log" 2>&1
+rc=$?
+(( rc == 0 )) || note "microbenchmarks stopped early (rc $rc)"
+
+# 4. Batch-1 decode at 1K context on dummy weights of the real shape.
+decode() {
+  run "$2" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers "$1" \
+    --device cuda --context 1024 --tokens 32 --kv-dtype bf16 --json "$OUT/decode.json" >> "$OUT/decode.log" 2>&1
+}
+decode "$LAYERS" $(( $(left) - 15 ))
+rc=$?
+if (( rc != 0 )); then
+  note "decode with $LAYERS layers failed or timed out (rc $rc, tail of decode.log below); trying 8 layers"
+  tail -5 "$OUT/decode.log" | tee -a "$SUMMARY"
+  (( $(left) > 45 )) && decode 8 $(( $(left) - 5 ))
+fi
+
+# 5. The table.
+{
+  echo
+  echo "== CUDA tests: $TESTS"
+  grep -E 'max \|' "$OUT/tests.log" | sed 's/^/   /'
+  echo "== microbenchmarks (GPU time per call; % of the copy bandwidth measured now)"
+  grep -E '^ceilings|^device' "$OUT/bench.log" | sed 's/^/   /'
+  sed -n '/^kernel /,$p' "$OUT/bench.log" | sed 's/^/   /'
+  echo "== m2cpp bench decode --device cuda (dummy M2.7 weights, batch 1, 1K context)"
+  grep -E '^(model|device|prefill|decode|bytes/token|bandwidth)' "$OUT/decode.log" | sed 's/^/   /'
+} | tee -a "$SUMMARY"
+note "done"

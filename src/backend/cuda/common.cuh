@@ -1,0 +1,153 @@
+// Device helpers shared by the CUDA kernels: stored weight dtypes decoded to
+// fp32 in registers, streaming loads, warp reductions. Only .cu files include
+// this.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+#include "tensor/dtype.h"
+
+namespace m2::cuda {
+
+constexpr int kWarp = 32;
+constexpr int kScaleBlock = kFp8Block;  // FP8 weight_scale_inv covers 128 x 128 weights
+
+// Stored elements <-> fp32: kPer16 values per 16-byte load; load1 reads one
+// element, decode (BF16, F32: the KV-cache types) a 16-byte chunk, store1
+// writes one with round-to-nearest-even.
+template <DType T>
+struct Stored;
+
+template <>
+struct Stored<DType::kF8E4M3> {
+  static constexpr int kPer16 = 16;
+  // e4m3 -> f16 (exact; one instruction per pair on sm_89+) -> f32. Vector
+  // decoding is decode4() in gemv.cuh.
+  __device__ static float load1(const void* p, int64_t i) {
+    const __half_raw r = __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E4M3);
+    return __half2float(__half(r));
+  }
+};
+
+template <>
+struct Stored<DType::kBF16> {
+  static constexpr int kPer16 = 8;
+  __device__ static void decode(uint4 v, float (&out)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(w[i] << 16);
+      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+  __device__ static float load1(const void* p, int64_t i) {
+    return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
+  }
+  __device__ static void store1(void* p, int64_t i, float v) {
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  }
+};
+
+template <>
+struct Stored<DType::kF16> {
+  static constexpr int kPer16 = 8;
+  __device__ static float load1(const void* p, int64_t i) { return __half2float(static_cast<const __half*>(p)[i]); }
+};
+
+template <>
+struct Stored<DType::kF32> {
+  static constexpr int kPer16 = 4;
+  __device__ static void decode(uint4 v, float (&out)[4]) {
+    out[0] = __uint_as_float(v.x), out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z), out[3] = __uint_as_float(v.w);
+  }
+  __device__ static float load1(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+  __device__ static void store1(void* p, int64_t i, float v) { static_cast<float*>(p)[i] = v; }
+};
+
+// Element i of a small float tensor (norm weights, biases, embeddings) whose
+// dtype is only known at run time.
+__device__ inline float load_any(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return Stored<DType::kBF16>::load1(p, i);
+    case DType::kF16: return Stored<DType::kF16>::load1(p, i);
+    case DType::kF8E4M3: return Stored<DType::kF8E4M3>::load1(p, i);
+    default: return Stored<DType::kF32>::load1(p, i);
+  }
+}
+
+// 16 bytes of data read once (weights): bypass L1, prefetch 256 B into L2.
+__device__ inline uint4 load_stream(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ inline float warp_sum(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ inline float warp_max(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ inline double warp_sum(double v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+// thread gets the result. `scratch` holds 32 doubles.
+__device__ inline double block_sum(double v, double* scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : 0.0;
+  return warp_sum(v);
+}
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Dynamic shared memory a kernel may ask for (Hopper allows 227 KiB a block).
+constexpr size_t kMaxDynamicSmem = 200 * 1024;
+
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device.
+// The default limit (48 KiB) covers dynamic *plus static* shared memory, so
+// the opt-in is needed well below 48 KiB of dynamic memory when the kernel
+// also declares static arrays: it is set for anything above 16 KiB, once per
+// kernel and size (a cudaFuncSetAttribute per launch would cost microseconds).
+template <class Kernel>
+cudaError_t allow_dynamic_smem(Kernel* kernel, size_t bytes) {
+  if (bytes <= 16 * 1024) return cudaSuccess;
+  if (bytes > kMaxDynamicSmem) return cudaErrorInvalidValue;
+  struct Granted {
+    const void* kernel;
+    size_t bytes;
+  };
+  thread_local Granted granted[32] = {};  // a few dozen kernel instantiations exist
+  const void* key = reinterpret_cast<const void*>(kernel);
+  int slot = 0;
+  for (; slot < 32 && granted[slot].kernel && granted[slot].kernel != key; ++slot) {
+  }
+  if (slot < 32 && granted[slot].kernel == key && granted[slot].bytes >= bytes) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e == cudaSuccess && slot < 32) granted[slot] = {key, bytes};
+  return e;
+}
+
+}  // namespace m2::cuda

@@ -1,0 +1,275 @@
+// The CUDA backend's ops: validate, upload the small host arrays the op takes
+// (ids, positions, slots, block tables; once per step, see DeviceArray),
+// launch, check. The kernels are in the .cu files of this folder.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "util/log.h"
+
+namespace m2 {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error for callers
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  const int n = cuda_device_count();
+  if (device < 0 || device >= n) {
+    log_error("CUDA device {} is not available ({} device(s) visible)", device, n);
+    return nullptr;
+  }
+  cudaDeviceProp p{};
+  cudaSetDevice(device);
+  cudaGetDeviceProperties(&p, device);
+  if (cuda::kernels_loadable() != cudaSuccess) {
+    cudaGetLastError();
+    log_error("CUDA device {} ({}, sm_{}{}) cannot run this build's kernels: rebuild with "
+              "-DCMAKE_CUDA_ARCHITECTURES={}{}",
+              device, p.name, p.major, p.minor, p.major, p.minor);
+    return nullptr;
+  }
+  return std::make_unique<cuda::CudaBackend>(device);
+}
+
+CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
+  CudaCeilings c;
+  if (cudaSetDevice(device) != cudaSuccess) return c;
+  if (cuda::measure_copy_bandwidth(size_t{2} << 30, &c.copy_bytes_per_s) != cudaSuccess) cudaGetLastError();
+  if (gemm && cuda::measure_gemm_flops(DType::kBF16, &c.bf16_flops) != cudaSuccess) cudaGetLastError();
+  if (gemm && cuda::measure_gemm_flops(DType::kF8E4M3, &c.fp8_flops) != cudaSuccess) cudaGetLastError();
+  return c;
+}
+
+void* cuda_stream(Backend& b) { return static_cast<cuda::CudaBackend&>(b).stream(); }
+
+namespace cuda {
+namespace {
+
+std::string shape(const Act& a) { return fmt::format("[{}, {}]", a.rows, a.cols); }
+
+// Packs `v` into `bytes` at a 16-byte boundary; returns its offset.
+template <class T>
+size_t pack(std::vector<uint8_t>& bytes, const std::vector<T>& v) {
+  const size_t off = (bytes.size() + 15) / 16 * 16;
+  bytes.resize(off + v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(bytes.data() + off, v.data(), v.size() * sizeof(T));
+  return off;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  M2_CUDA_CHECK(cudaSetDevice(device), "selecting CUDA device {}", device);
+  M2_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device), "device {}", device);
+  // A blocking stream: work on the legacy default stream (benchmarks' events)
+  // is ordered with it.
+  M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
+  const char* sync = std::getenv("M2CPP_CUDA_SYNC");
+  sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  for (void* p : weight_memory_) cudaFree(p);
+  cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::bind() const {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device_)
+    M2_CUDA_CHECK(cudaSetDevice(device_), "selecting CUDA device {}", device_);
+}
+
+std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
+  bind();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    die(e, "cudaMalloc",
+        fmt::format("allocate {:.3f} GiB on device {} ({:.2f} of {:.2f} GiB free)", bytes / 1073741824.0, device_,
+                    free_b / 1073741824.0, total_b / 1073741824.0),
+        __FILE__, __LINE__);
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+void CudaBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) {
+  bind();
+  M2_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                "copy_to_host of {} bytes", bytes);
+  M2_CUDA_CHECK(cudaStreamSynchronize(stream_),
+                "the ops queued before copy_to_host of {} bytes (M2CPP_CUDA_SYNC=1 names the failing op)", bytes);
+}
+
+void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) {
+  bind();
+  M2_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_), "copy_from_host of {} bytes",
+                bytes);
+}
+
+void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
+  bind();
+  const int32_t* d_ids = static_cast<const int32_t*>(ids_.upload(ids.data(), ids.size_bytes(), stream_));
+  const int64_t T = static_cast<int64_t>(ids.size());
+  check(launch_embed(device_view(table, "embed"), table.dtype, out.cols, d_ids, T, out.data, stream_), "embed",
+        [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
+}
+
+void CudaBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
+  bind();
+  check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data, stream_),
+        "rms_norm", [&] { return fmt::format("rms_norm of {} by {} {}", shape(x), dtype_name(weight.dtype), weight.shape.str()); });
+}
+
+void CudaBackend::add(Act x, Act y) {
+  bind();
+  check(launch_add(x.data, y.data, x.rows * x.cols, stream_), "add",
+        [&] { return fmt::format("add {} += {}", shape(x), shape(y)); });
+}
+
+void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
+  bind();
+  const int64_t* d_rows = static_cast<const int64_t*>(rows_.upload(rows.data(), rows.size_bytes(), stream_));
+  check(launch_gather_rows(x.data, x.cols, d_rows, static_cast<int64_t>(rows.size()), out.data, stream_), "gather_rows",
+        [&] { return fmt::format("gather_rows of {} rows of {}", rows.size(), shape(x)); });
+}
+
+void CudaBackend::matmul(Act x, const Linear& w, Act y) {
+  bind();
+  const DeviceWeight d = device_weight(w, "matmul");
+  auto context = [&] {
+    return fmt::format("matmul x {} · W {} {} -> y {}", shape(x), dtype_name(w.weight.dtype), w.weight.shape.str(), shape(y));
+  };
+  if (x.cols != d.cols || y.cols != d.rows || y.rows != x.rows) die(cudaErrorInvalidValue, "matmul", context(), __FILE__, __LINE__);
+  check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
+}
+
+void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                               std::span<const int32_t> positions, const RopeParams& rope) {
+  bind();
+  QkNormRopeArgs a;
+  a.q = q.data, a.k = k.data, a.T = q.rows, a.q_dim = q.cols, a.kv_dim = k.cols;
+  a.q_norm = device_view(q_norm, "qk_norm_rope"), a.k_norm = device_view(k_norm, "qk_norm_rope");
+  a.q_norm_dtype = q_norm.dtype, a.k_norm_dtype = k_norm.dtype;
+  a.q_norm_width = q.cols, a.kv_norm_width = k.cols;  // one GPU: the local widths are the full widths
+  a.eps = eps;
+  a.positions = static_cast<const int32_t*>(positions_.upload(positions.data(), positions.size_bytes(), stream_));
+  a.head_dim = rope.head_dim, a.rotary_dim = rope.rotary_dim, a.theta = rope.theta;
+  check(launch_qk_norm_rope(a, stream_), "qk_norm_rope", [&] {
+    return fmt::format("qk_norm_rope of q {} and k {} (head_dim {}, rotary_dim {})", shape(q), shape(k), rope.head_dim,
+                       rope.rotary_dim);
+  });
+}
+
+void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
+  bind();
+  const KvCacheShape& s = cache.shape();
+  const int64_t* d_slots = static_cast<const int64_t*>(slots_.upload(slots.data(), slots.size_bytes(), stream_));
+  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.token_elems(),
+                        cache.k_base(layer), cache.v_base(layer), s.dtype, stream_),
+        "kv_store", [&] {
+          return fmt::format("kv_store of k {} and v {} into a {} cache (layer {})", shape(k), shape(v),
+                             dtype_name(s.dtype), layer);
+        });
+}
+
+void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                            float scale, Act out) {
+  bind();
+  const KvCacheShape& s = cache.shape();
+  const int G = num_heads / s.num_kv_heads;
+  // Work list: each sequence's (row, head-in-group) vectors in items of 8.
+  std::vector<AttnSeq> seq_list;
+  std::vector<AttnItem> items;
+  std::vector<int32_t> tables;
+  int64_t max_keys = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqSlice& sq = seqs[i];
+    seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
+                        static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
+    tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
+    for (int64_t v = 0; v < sq.num_rows * G; v += kAttnVectors)
+      items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+    max_keys = std::max(max_keys, sq.context_len);
+  }
+  attn_meta_host_.clear();
+  const size_t seq_off = pack(attn_meta_host_, seq_list), item_off = pack(attn_meta_host_, items);
+  const size_t table_off = pack(attn_meta_host_, tables);
+  const uint8_t* meta = static_cast<const uint8_t*>(attn_meta_.upload(attn_meta_host_, stream_));
+
+  AttentionArgs a;
+  a.q = q.data, a.out = out.data, a.T = q.rows;
+  a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
+  a.block_size = s.block_size, a.kv_heads = s.num_kv_heads, a.head_dim = s.head_dim, a.group = G, a.scale = scale;
+  a.seqs = reinterpret_cast<const AttnSeq*>(meta + seq_off);
+  a.items = reinterpret_cast<const AttnItem*>(meta + item_off);
+  a.num_items = static_cast<int64_t>(items.size());
+  a.block_tables = reinterpret_cast<const int32_t*>(meta + table_off);
+  // Split the keys when items x kv heads would leave the GPU idle (decode),
+  // at least 128 keys (a tile per warp) per split.
+  const int64_t blocks = a.num_items * s.num_kv_heads;
+  int64_t splits = 1;
+  if (blocks < 2 * num_sms_) splits = std::clamp<int64_t>((2 * num_sms_ + blocks - 1) / blocks, 1, (max_keys + 127) / 128);
+  a.split_keys = static_cast<int>(((max_keys + splits - 1) / splits + 31) / 32 * 32);
+  a.splits = static_cast<int>((max_keys + a.split_keys - 1) / a.split_keys);
+  if (a.splits > 1)
+    a.partials = static_cast<float*>(attn_partials_.reserve(
+        attention_partial_floats(q.rows, num_heads, s.head_dim, a.splits) * sizeof(float), stream_));
+  auto context = [&] {
+    return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
+                       shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
+  };
+  if (G * s.num_kv_heads != num_heads || a.num_items == 0) die(cudaErrorInvalidValue, "attention", context(), __FILE__, __LINE__);
+  check(launch_attention(a, stream_), "attention", context);
+}
+
+void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) {
+  bind();
+  RouteArgs a;
+  a.x = x.data, a.T = x.rows;
+  a.gate = DeviceWeight{static_cast<const uint8_t*>(device_view(gate, "route")), nullptr, gate.dtype, gate.shape[0],
+                        gate.shape[1], 0};
+  a.bias = device_view(bias, "route"), a.bias_dtype = bias.dtype;
+  a.top_k = top_k, a.scaling = scaling;
+  a.logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * gate.shape[0], stream_));
+  a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
+  a.expert_ids = out.expert_ids, a.weights = out.weights;
+  auto context = [&] {
+    return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
+  };
+  if (x.cols != gate.shape[1]) die(cudaErrorInvalidValue, "route", context(), __FILE__, __LINE__);
+  check(launch_route(a, num_sms_, stream_), "route", context);
+}
+
+void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
+  bind();
+  MoeArgs a;
+  a.x = x.data, a.T = x.rows;
+  a.experts = device_experts(layer);
+  a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
+  a.out = out.data;
+  a.scratch = moe_scratch_.reserve(
+      moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate, a.experts.num_experts), stream_);
+  auto context = [&] {
+    return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {})", shape(x), a.experts.num_experts,
+                       dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k);
+  };
+  if (x.cols != a.experts.hidden) die(cudaErrorInvalidValue, "moe", context(), __FILE__, __LINE__);
+  check(launch_moe(a, stream_), "moe", context);
+}
+
+}  // namespace cuda
+}  // namespace m2

@@ -1,0 +1,35 @@
+// The CUDA backend (Hopper first): every Backend op on one GPU, weights in
+// their stored dtypes in device memory. Include-able without the CUDA
+// headers; defined only in builds with M2CPP_WITH_CUDA.
+#pragma once
+
+#include <memory>
+
+#include "model/backend.h"
+
+namespace m2 {
+
+// CUDA devices this process can use (0 without a driver or a device).
+int cuda_device_count();
+
+// The CUDA backend on `device`; null (the reason logged) if it cannot start.
+// Ops stop the process with the op, its shapes and CUDA's message if a CUDA
+// call fails (backend/cuda/cuda_check.h); prepare_weights returns errors.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+// The ceilings benchmarks are compared with, measured on `device` now (0 for
+// one that could not be measured): device-to-device copy bandwidth counting
+// bytes read plus bytes written, and cuBLASLt's dense GEMM rate.
+struct CudaCeilings {
+  double copy_bytes_per_s = 0;
+  double bf16_flops = 0;
+  double fp8_flops = 0;
+};
+// `gemm` false: the copy bandwidth only (a second, not ~10 s of GEMMs).
+CudaCeilings cuda_measure_ceilings(int device, bool gemm = true);
+
+// The cudaStream_t every op of a CUDA backend is queued on (for timing with
+// events and for graph capture).
+void* cuda_stream(Backend& cuda_backend);
+
+}  // namespace m2

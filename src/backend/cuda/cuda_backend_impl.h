@@ -1,0 +1,85 @@
+// The CUDA backend's class (private to backend/cuda/). Ops queue kernels on
+// one stream and return at once; copy_to_host waits for them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "model/backend.h"
+
+namespace m2::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  Status prepare_weights(ModelWeights& weights) override;
+  std::shared_ptr<void> allocate(size_t bytes) override;
+  void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
+  void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
+
+  void embed(const TensorView& table, std::span<const int32_t> ids, Act out) override;
+  void rms_norm(Act x, const TensorView& weight, float eps, Act out) override;
+  void add(Act x, Act y) override;
+  void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
+  void matmul(Act x, const Linear& w, Act y) override;
+  void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                    std::span<const int32_t> positions, const RopeParams& rope) override;
+  void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
+  void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
+                 Act out) override;
+  void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
+  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  // Weight uploads (cuda_weights.cpp).
+  Status upload_view(const TensorView& t, const char* what);
+  Status upload_linear(Linear& l, const char* what);
+  Status upload_experts(LayerWeights& layer, int index);
+  Status device_alloc(size_t bytes, const char* what, uint8_t** out);
+  Status copy_up(void* dst, const TensorView& src, const char* what);
+
+  // Device copies of prepared weights; an unprepared one stops the process.
+  const void* device_view(const TensorView& t, const char* op) const;
+  DeviceWeight device_weight(const Linear& l, const char* op) const;
+  const DeviceExperts& device_experts(const LayerWeights& layer) const;
+
+  // Makes device_ the calling thread's current device (ops may come from any thread).
+  void bind() const;
+  // After a launch: stop with `context()` if it failed (and, with
+  // M2CPP_CUDA_SYNC=1, if the kernel itself failed).
+  template <class Context>
+  void check(cudaError_t launch, const char* op, const Context& context) {
+    if (launch == cudaSuccess && sync_each_op_) launch = cudaStreamSynchronize(stream_);
+    if (launch != cudaSuccess) die(launch, op, context(), __FILE__, __LINE__);
+  }
+
+  int device_ = 0;
+  int num_sms_ = 0;
+  bool sync_each_op_ = false;
+  cudaStream_t stream_ = nullptr;
+
+  std::vector<void*> weight_memory_;                           // owned device allocations
+  std::unordered_map<const void*, const void*> views_;         // host data -> device copy
+  std::unordered_set<const void*> linears_;                     // Linear::device values we set
+  std::unordered_map<const void*, const float*> scales_;       // device FP8 weight -> its scales
+  std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
+  size_t uploaded_bytes_ = 0, upload_total_ = 0, next_report_ = 0;
+
+  DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
+  DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
+  std::vector<uint8_t> attn_meta_host_;
+};
+
+}  // namespace m2::cuda

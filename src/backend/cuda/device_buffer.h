@@ -1,0 +1,49 @@
+// Device memory the CUDA backend manages for itself: growable scratch, and
+// small host arrays (token ids, positions, KV slots, block tables) mirrored on
+// the device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace m2::cuda {
+
+// Scratch that grows on demand; contents are not kept across a growth.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  // At least `bytes` bytes (stream-ordered: work queued on `stream` that uses
+  // the old memory finishes before it is freed). New memory is zeroed when
+  // `zero` is set.
+  void* reserve(size_t bytes, cudaStream_t stream, bool zero = false);
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A device copy of a small host array, uploaded again only when its bytes
+// change: each layer of a step passes the same positions, slots and block
+// tables, so a step uploads them once.
+class DeviceArray {
+ public:
+  const void* upload(const void* host, size_t bytes, cudaStream_t stream);
+
+  template <class T>
+  const T* upload(const std::vector<T>& v, cudaStream_t stream) {
+    return static_cast<const T*>(upload(v.data(), v.size() * sizeof(T), stream));
+  }
+
+ private:
+  std::vector<uint8_t> last_;          // bytes last uploaded
+  const void* last_device_ = nullptr;  // where they went
+  DeviceBuffer buffer_;
+};
+
+}  // namespace m2::cuda

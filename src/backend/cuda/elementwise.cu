@@ -1,0 +1,105 @@
+// Row-wise and element-wise ops: embedding gather, RMSNorm, residual add,
+// row gather, KV-cache store. All memory-bound; one block per row where a
+// row is the unit.
+#include <algorithm>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+__global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_t H, const int32_t* __restrict__ ids,
+                             float* __restrict__ out) {
+  const int64_t row = ids[blockIdx.x];
+  float* o = out + blockIdx.x * H;
+  for (int64_t j = threadIdx.x; j < H; j += blockDim.x) o[j] = load_any(table, dtype, row * H + j);
+}
+
+// RMSNorm of one row per block. Statistics in fp64, like the CPU backend, so
+// the scale is the same fp32 number whatever the summation order; then
+// out = (x * inv) * w with no fused multiply-add, exactly as the CPU rounds.
+__global__ void rms_norm_kernel(const float* __restrict__ x, int64_t n, const void* __restrict__ w, DType w_dtype,
+                                float eps, float* out) {
+  __shared__ double scratch[kWarp];
+  const float* xr = x + blockIdx.x * n;
+  float* o = out + blockIdx.x * n;
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ss += static_cast<double>(xr[j]) * xr[j];
+  ss = block_sum(ss, scratch);
+  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + static_cast<double>(eps)));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], inv), load_any(w, w_dtype, j));
+}
+
+__global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] += y[i];
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ x, int64_t cols, const int64_t* __restrict__ rows,
+                                   float* __restrict__ out) {
+  const float* src = x + rows[blockIdx.x] * cols;
+  float* dst = out + blockIdx.x * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dst[j] = src[j];
+}
+
+template <DType T>
+__global__ void kv_store_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                const int64_t* __restrict__ slots, int64_t row_elems, void* k_cache, void* v_cache) {
+  const int64_t dst = slots[blockIdx.x] * row_elems;
+  const float* kr = k + blockIdx.x * row_elems;
+  const float* vr = v + blockIdx.x * row_elems;
+  for (int64_t j = threadIdx.x; j < row_elems; j += blockDim.x) {
+    Stored<T>::store1(k_cache, dst + j, kr[j]);
+    Stored<T>::store1(v_cache, dst + j, vr[j]);
+  }
+}
+
+}  // namespace
+
+cudaError_t kernels_loadable() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, add_kernel);
+}
+
+cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
+                         cudaStream_t stream) {
+  embed_kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(table, dtype, H, ids, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
+                            float* out, cudaStream_t stream) {
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, n, w, w_dtype, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
+  const int64_t blocks = std::min<int64_t>(ceil_div(n, kRowThreads), 4096);
+  add_kernel<<<static_cast<unsigned>(blocks), kRowThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const float* x, int64_t cols, const int64_t* rows, int64_t n_rows, float* out,
+                               cudaStream_t stream) {
+  gather_rows_kernel<<<static_cast<unsigned>(n_rows), kRowThreads, 0, stream>>>(x, cols, rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int64_t row_elems,
+                            void* k_cache, void* v_cache, DType dtype, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(T);
+  if (dtype == DType::kBF16) {
+    kv_store_kernel<DType::kBF16><<<blocks, kRowThreads, 0, stream>>>(k, v, slots, row_elems, k_cache, v_cache);
+  } else if (dtype == DType::kF32) {
+    kv_store_kernel<DType::kF32><<<blocks, kRowThreads, 0, stream>>>(k, v, slots, row_elems, k_cache, v_cache);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace m2::cuda

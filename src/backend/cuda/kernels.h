@@ -1,0 +1,175 @@
+// Host-callable launchers of the CUDA kernels. Plain C++ (no device code):
+// the backend (cuda_backend.cpp) validates shapes and calls these; each
+// returns the launch's cudaError_t for the caller to check with context.
+// Activations are fp32, row-major; pointers are device pointers unless named
+// `host`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace m2::cuda {
+
+// FP8 weights carry one fp32 scale per kFp8Block x kFp8Block block.
+constexpr int kFp8Block = 128;
+
+// A weight matrix [rows, cols] in device memory in its stored dtype. FP8
+// weights carry fp32 128 x 128 block scales [ceil(rows/128), scale_ld]:
+// W = W8 x scales[r / 128, c / 128].
+struct DeviceWeight {
+  const uint8_t* data = nullptr;
+  const float* scales = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t scale_ld = 0;
+};
+
+// The experts of one MoE layer, stacked: expert e's w1 (gate, [I, H]) starts
+// at w1 + e * stride13 bytes and, for FP8, its scales at scale_off13 bytes
+// further; w3 (up, [I, H]) likewise; w2 (down, [H, I]) with stride2 and
+// scale_off2.
+struct DeviceExperts {
+  DType dtype = DType::kF8E4M3;
+  int64_t num_experts = 0;
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I
+  const uint8_t* w1 = nullptr;
+  const uint8_t* w3 = nullptr;
+  const uint8_t* w2 = nullptr;
+  int64_t stride13 = 0, scale_off13 = 0;
+  int64_t stride2 = 0, scale_off2 = 0;
+};
+
+// ---- elementwise.cu ----------------------------------------------------------
+// out[i, :] = table[ids[i], :] as fp32; table [V, H].
+cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
+                         cudaStream_t stream);
+// out = x / rms(x) * w per row of n (fp64 statistics); out may be x.
+cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
+                            float* out, cudaStream_t stream);
+// x[i] += y[i] for i < n.
+cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// out[i, :] = x[rows[i], :], rows of `cols` floats.
+cudaError_t launch_gather_rows(const float* x, int64_t cols, const int64_t* rows, int64_t n_rows, float* out,
+                               cudaStream_t stream);
+// Rows t < T of k and v ([T, row_elems], fp32) to the cache slots slots[t]
+// (cache rows of row_elems elements of `dtype`, F32 or BF16, RNE).
+cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int64_t row_elems,
+                            void* k_cache, void* v_cache, DType dtype, cudaStream_t stream);
+
+// ---- qk_norm_rope.cu ----------------------------------------------------------
+struct QkNormRopeArgs {
+  float* q = nullptr;  // [T, q_dim]
+  float* k = nullptr;  // [T, kv_dim]
+  int64_t T = 0, q_dim = 0, kv_dim = 0;
+  const void* q_norm = nullptr;  // [q_dim] or null (no norm)
+  const void* k_norm = nullptr;  // [kv_dim] or null
+  DType q_norm_dtype = DType::kF32, k_norm_dtype = DType::kF32;
+  // Widths the mean of squares is taken over: q_dim and kv_dim on one GPU,
+  // the full widths when q/k are head shards of a tensor-parallel group.
+  int64_t q_norm_width = 0, kv_norm_width = 0;
+  float eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [T]
+  int head_dim = 0, rotary_dim = 0;
+  double theta = 0;
+};
+cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
+
+// ---- matmul.cu ----------------------------------------------------------------
+// y[t, :] = x[t, :] · Wᵀ for t < T (x row stride ldx, y row stride ldy).
+// Few tokens stream W once at memory speed (GEMV); many go to a tiled kernel.
+cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
+                          int num_sms, cudaStream_t stream);
+
+// ---- route.cu -----------------------------------------------------------------
+struct RouteArgs {
+  const float* x = nullptr;  // [T, H]
+  int64_t T = 0;
+  DeviceWeight gate;              // [E, H], F32 or BF16
+  const void* bias = nullptr;     // [E] or null
+  DType bias_dtype = DType::kF32;
+  int top_k = 0;
+  float scaling = 1.0f;
+  float* logits = nullptr;        // scratch [T, E]
+  unsigned* counters = nullptr;   // scratch [ceil(T / 4)], zero (the kernel leaves them zero)
+  int32_t* expert_ids = nullptr;  // [T, top_k]
+  float* weights = nullptr;       // [T, top_k]
+};
+cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream);
+// Elements of `counters` launch_route needs for T tokens.
+int64_t route_counter_count(int64_t T);
+
+// ---- moe.cu -------------------------------------------------------------------
+struct MoeArgs {
+  const float* x = nullptr;  // [T, H]
+  int64_t T = 0;
+  DeviceExperts experts;
+  const int32_t* expert_ids = nullptr;  // [T, top_k]
+  const float* weights = nullptr;       // [T, top_k]
+  int top_k = 0;
+  float* out = nullptr;  // [T, H]
+  // Scratch from moe_scratch_bytes(): activations of the experts and, for
+  // more than a few tokens, the grouping of (token, slot) pairs by expert.
+  void* scratch = nullptr;
+};
+size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
+cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);
+
+// ---- attention.cu -------------------------------------------------------------
+// One sequence of the step, as the attention kernel reads it.
+struct AttnSeq {
+  int32_t first_row = 0;
+  int32_t num_rows = 0;
+  int32_t context_len = 0;
+  int32_t table_offset = 0;  // of its block table in AttentionArgs::block_tables
+};
+// A unit of work: up to 8 consecutive (row, q head) vectors of one sequence
+// that share a kv head.
+struct AttnItem {
+  int32_t seq = 0;
+  int32_t first_vector = 0;  // vector v = row_in_seq * group + head_in_group
+};
+struct AttentionArgs {
+  const float* q = nullptr;  // [T, heads * head_dim]
+  float* out = nullptr;      // [T, heads * head_dim]
+  int64_t T = 0;
+  const void* k_cache = nullptr;  // [blocks, block_size, kv_heads, head_dim]
+  const void* v_cache = nullptr;
+  DType dtype = DType::kBF16;  // F32 or BF16
+  int block_size = 0, kv_heads = 0, head_dim = 0, group = 0;
+  float scale = 0;
+  const AttnSeq* seqs = nullptr;
+  const AttnItem* items = nullptr;
+  int64_t num_items = 0;
+  const int32_t* block_tables = nullptr;
+  // Split of each item's keys over `splits` blocks of `split_keys` keys; with
+  // more than one, partial results go to `partials` (attention_partial_floats)
+  // and a second kernel merges them.
+  int splits = 1;
+  int split_keys = 0;
+  float* partials = nullptr;
+};
+constexpr int kAttnVectors = 8;  // (row, head) vectors per item
+constexpr int kAttnMaxHeadDim = 128;
+size_t attention_partial_floats(int64_t T, int heads, int head_dim, int splits);
+cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// cudaSuccess if this build has kernels for the current device.
+cudaError_t kernels_loadable();
+
+// ---- roofline.cu --------------------------------------------------------------
+// Device-to-device copy bandwidth in bytes/s (bytes read + bytes written) of
+// a buffer much larger than L2.
+cudaError_t measure_copy_bandwidth(size_t bytes, double* bytes_per_second);
+// Keeps `stream` busy for `seconds` (benchmarks queue the launches they time
+// behind it, so that host launch overhead stays out of the GPU's timeline).
+cudaError_t launch_gpu_delay(cudaStream_t stream, double seconds);
+// cuBLASLt dense GEMM throughput (FLOP/s) at 8192^3 with BF16 or F8_E4M3
+// inputs, fp32 accumulation.
+cudaError_t measure_gemm_flops(DType input, double* flops);
+
+}  // namespace m2::cuda

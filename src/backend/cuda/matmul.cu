@@ -1,0 +1,180 @@
+// y = x · Wᵀ with W in its stored dtype (FP8 e4m3 with 128 x 128 block scales,
+// BF16, F16, F32) and fp32 activations and accumulation.
+//
+// - Up to kGemvMaxTokens tokens (decode): the GEMV core (gemv.cuh) streams W
+//   once at memory speed; 4 tokens share each pass over W.
+// - More tokens (prefill): a 64 x 64 tiled SIMT kernel, W decoded into shared
+//   memory. Correct for any shape; the tensor-core path is still to come.
+#include <algorithm>
+
+#include "backend/cuda/gemv.cuh"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = kGemvThreads / kWarp;
+constexpr int kGemvMaxTokens = 16;
+
+template <int TM>
+__host__ __device__ constexpr int gemv_rows_per_warp() { return TM == 1 ? 2 : 4; }
+
+// One block: kGemvWarps / G groups of G warps, each group R rows per step;
+// blocks stride over the rows (persistent grid).
+template <DType WT, int TM>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restrict__ x, int64_t ldx, int T,
+                                                            DeviceWeight w, float* __restrict__ y, int64_t ldy, int G) {
+  constexpr int R = gemv_rows_per_warp<TM>();
+  extern __shared__ float4 xs[];
+  __shared__ float red[kGemvWarps][R][TM];
+  const XLayout lay = make_layout<WT>(w.cols, kWarp * G);
+  stage_rows<WT>(xs, lay, T, w.cols, [&](int t) { return x + t * ldx; });
+  __syncthreads();
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int group = warp / G, q = (warp % G) * kWarp + lane;
+  const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
+  for (int64_t base = blockIdx.x * rows_per_block; base < w.rows; base += gridDim.x * rows_per_block) {
+    const int64_t n = base + group * R;
+    float acc[R][TM] = {};
+    dot_rows<WT, TM, R>(w, n, xs, lay, q, T, acc);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < TM; ++t) acc[r][t] = warp_sum(acc[r][t]);
+    if (G > 1) {  // sum the G warps of each group, in warp order
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int t = 0; t < TM; ++t) red[warp][r][t] = acc[r][t];
+      }
+      __syncthreads();
+      if (warp % G == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int t = 0; t < TM; ++t) {
+            float s = red[warp][r][t];
+            for (int g = 1; g < G; ++g) s += red[warp + g][r][t];
+            acc[r][t] = s;
+          }
+      }
+      __syncthreads();
+    }
+    if (warp % G == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < TM; ++t)
+          if (lane == r * TM + t && t < T && n + r < w.rows) y[t * ldy + n + r] = acc[r][t];
+    }
+  }
+}
+
+// Tiled SIMT GEMM: a 64 x 64 tile of y per block, 4 x 4 per thread, K in
+// steps of 32 through shared memory (W decoded and scaled on the way in).
+constexpr int kTile = 64, kTileK = 32, kTileThreads = 256;
+
+template <DType WT>
+__global__ void __launch_bounds__(kTileThreads) gemm_tiled_kernel(const float* __restrict__ x, int64_t M, int64_t ldx,
+                                                                  DeviceWeight w, float* __restrict__ y, int64_t ldy) {
+  __shared__ __align__(16) float As[kTileK][kTile + 4];
+  __shared__ __align__(16) float Bs[kTileK][kTile + 4];
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t K = w.cols;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+    // Loads: thread covers column kk of rows rr, rr + 8, ... (coalesced along k).
+    const int kk = threadIdx.x % kTileK, rr = threadIdx.x / kTileK;
+    const int64_t k = k0 + kk;
+#pragma unroll
+    for (int i = 0; i < kTile / 8; ++i) {
+      const int row = rr + 8 * i;
+      const int64_t m = m0 + row, n = n0 + row;
+      As[kk][row] = (m < M && k < K) ? x[m * ldx + k] : 0.0f;
+      float b = 0.0f;
+      if (n < w.rows && k < K) {
+        b = Stored<WT>::load1(w.data, n * K + k);
+        if constexpr (WT == DType::kF8E4M3) b *= w.scales[(n / kScaleBlock) * w.scale_ld + k / kScaleBlock];
+      }
+      Bs[kk][row] = b;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int kq = 0; kq < kTileK; ++kq) {
+      const float4 a = *reinterpret_cast<const float4*>(&As[kq][ty * 4]);
+      const float4 b = *reinterpret_cast<const float4*>(&Bs[kq][tx * 4]);
+      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + ty * 4 + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tx * 4 + j;
+      if (m < M && n < w.rows) y[m * ldy + n] = acc[i][j];
+    }
+  }
+}
+
+// Warps per weight row: enough blocks to cover the GPU even for short
+// matrices (k/v projections). A function of the shape only (not of the token
+// count), so a token's result does not depend on the batch it is in.
+int gemv_warps_per_row(int64_t rows, int num_sms) {
+  int G = 1;
+  while (G < kGemvWarps && ceil_div(rows, (kGemvWarps / G) * gemv_rows_per_warp<1>()) < 2 * num_sms) G *= 2;
+  return G;
+}
+
+template <DType WT, int TM>
+cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
+                        int num_sms, cudaStream_t stream) {
+  constexpr int R = gemv_rows_per_warp<TM>();
+  const int G = gemv_warps_per_row(w.rows, num_sms);
+  const size_t smem = staged_row_float4<WT>(w.cols, kWarp * G) * TM * sizeof(float4);
+  cudaError_t e = allow_dynamic_smem(gemv_kernel<WT, TM>, smem);
+  if (e != cudaSuccess) return e;
+  const int64_t blocks = std::min<int64_t>(ceil_div(w.rows, (kGemvWarps / G) * R), 4ll * num_sms);
+  for (int64_t t0 = 0; t0 < T; t0 += TM) {
+    const int n = static_cast<int>(std::min<int64_t>(TM, T - t0));
+    gemv_kernel<WT, TM><<<blocks, kGemvThreads, smem, stream>>>(x + t0 * ldx, ldx, n, w, y + t0 * ldy, ldy, G);
+  }
+  return cudaGetLastError();
+}
+
+template <DType WT>
+cudaError_t launch_typed(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
+                         int num_sms, cudaStream_t stream) {
+  const bool aligned = gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+  const size_t smem4 = staged_row_float4<WT>(w.cols, kWarp * kGemvWarps) * 4 * sizeof(float4);
+  if (aligned && T <= kGemvMaxTokens && smem4 <= kMaxDynamicSmem) {
+    if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, ldy, num_sms, stream);
+    return launch_gemv<WT, 4>(x, T, ldx, w, y, ldy, num_sms, stream);
+  }
+  const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, kTile)), static_cast<unsigned>(ceil_div(T, kTile)));
+  gemm_tiled_kernel<WT><<<grid, kTileThreads, 0, stream>>>(x, T, ldx, w, y, ldy);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
+                          int num_sms, cudaStream_t stream) {
+  switch (w.dtype) {
+    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(x, T, ldx, w, y, ldy, num_sms, stream);
+    case DType::kBF16: return launch_typed<DType::kBF16>(x, T, ldx, w, y, ldy, num_sms, stream);
+    case DType::kF16: return launch_typed<DType::kF16>(x, T, ldx, w, y, ldy, num_sms, stream);
+    case DType::kF32: return launch_typed<DType::kF32>(x, T, ldx, w, y, ldy, num_sms, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace m2::cuda

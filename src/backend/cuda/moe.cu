@@ -1,0 +1,299 @@
+// The SwiGLU experts of one MoE layer: out[t] = Σ_j w[t, j] · W2_e(silu(W1_e x_t) ⊙ W3_e x_t)
+// over each token's top-k experts e = ids[t, j], expert weights in their
+// stored dtype (FP8 e4m3 + 128 x 128 scales, or BF16), decoded in registers.
+//
+// Decode (at most kDecodePairs (token, expert) pairs): no grouping at all.
+//   up:   one block column per pair streams W1_e and W3_e rows, SwiGLU in the
+//         epilogue -> u [pairs, I];
+//   down: one block column per token streams W2 of its k experts and sums
+//         the routing-weighted results in registers -> out [T, H].
+//   Each selected expert's weights are read once per token, at memory speed.
+// More pairs (prefill, large batches): pairs are grouped by expert on the GPU
+// (no host round trip), tiles of up to 4 pairs of one expert share each pass
+// over its weights, and a last kernel combines the k results of each token
+// in slot order.
+#include <algorithm>
+
+#include "backend/cuda/gemv.cuh"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kDecodePairs = 64;
+constexpr int kTileTokens = 4;  // pairs per tile in the grouped path
+constexpr int kMaxTopK = 16;
+
+// Expert e's matrices.
+__device__ inline DeviceWeight expert_w13(const DeviceExperts& x, const uint8_t* base, int64_t e) {
+  const uint8_t* p = base + e * x.stride13;
+  return DeviceWeight{p, reinterpret_cast<const float*>(p + x.scale_off13), x.dtype, x.intermediate, x.hidden,
+                      ceil_div(x.hidden, kScaleBlock)};
+}
+__device__ inline DeviceWeight expert_w2(const DeviceExperts& x, int64_t e) {
+  const uint8_t* p = x.w2 + e * x.stride2;
+  return DeviceWeight{p, reinterpret_cast<const float*>(p + x.scale_off2), x.dtype, x.hidden, x.intermediate,
+                      ceil_div(x.intermediate, kScaleBlock)};
+}
+
+__device__ inline float silu_mul(float g, float up) { return g / (1.0f + expf(-g)) * up; }
+
+// u[pair(t)] = silu(W1_e x) ⊙ W3_e x for the block's rows of I, for the
+// TM activation rows staged in xs (pair(t) gives each one's output row).
+template <DType WT, int TM, int R, class PairOf>
+__device__ void up_rows(const MoeArgs& a, int64_t e, const float4* xs, const XLayout& lay, int T, float* u,
+                        PairOf pair_of) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t I = a.experts.intermediate;
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * kWarps * R + warp * R;
+  float g[R][TM] = {}, up[R][TM] = {};
+  dot_rows<WT, TM, R>(expert_w13(a.experts, a.experts.w1, e), n, xs, lay, lane, T, g);
+  dot_rows<WT, TM, R>(expert_w13(a.experts, a.experts.w3, e), n, xs, lay, lane, T, up);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < TM; ++t) {
+      const float gs = warp_sum(g[r][t]), us = warp_sum(up[r][t]);
+      if (lane == r * TM + t && t < T && n + r < I) u[pair_of(t) * I + n + r] = silu_mul(gs, us);
+    }
+}
+
+// ---- decode path --------------------------------------------------------------
+
+// grid (pairs, I / (kWarps * 2)): pair s = t * top_k + j.
+template <DType WT>
+__global__ void __launch_bounds__(kThreads) moe_up_decode_kernel(MoeArgs a, float* u) {
+  extern __shared__ float4 xs[];
+  const int64_t s = blockIdx.x, t = s / a.top_k;
+  const XLayout lay = make_layout<WT>(a.experts.hidden, kWarp);
+  stage_rows<WT>(xs, lay, 1, a.experts.hidden, [&](int) { return a.x + t * a.experts.hidden; });
+  __syncthreads();
+  up_rows<WT, 1, 2>(a, a.expert_ids[s], xs, lay, 1, u, [&](int) { return s; });
+}
+
+// grid (T, H / (kWarps * 2)): out[t, n] = Σ_j w[t, j] · W2_{e_j}[n, :] · u[t * top_k + j].
+// The loads of kExpertBatch experts' chunks are issued together (2 rows x 8
+// experts = 16 x 16 bytes in flight per lane), the sum stays in registers.
+template <DType WT>
+__global__ void __launch_bounds__(kThreads) moe_down_decode_kernel(MoeArgs a, const float* u) {
+  constexpr int R = 2, V = Stored<WT>::kPer16, kExpertBatch = 8;
+  extern __shared__ float4 xs[];
+  const int64_t t = blockIdx.x, H = a.experts.hidden, I = a.experts.intermediate, KC = I / V;
+  const XLayout lay = make_layout<WT>(I, kWarp);
+  stage_rows<WT>(xs, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
+  __syncthreads();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * kWarps * R + warp * R;
+  float sum[R] = {};
+  for (int j0 = 0; j0 < a.top_k; j0 += kExpertBatch) {
+    DeviceWeight w[kExpertBatch];
+    float wj[kExpertBatch];
+#pragma unroll
+    for (int b = 0; b < kExpertBatch; ++b) {
+      const bool used = j0 + b < a.top_k;
+      w[b] = expert_w2(a.experts, used ? a.expert_ids[t * a.top_k + j0 + b] : 0);
+      wj[b] = used ? a.weights[t * a.top_k + j0 + b] : 0.0f;
+    }
+    for (int i = 0; i < lay.KI; ++i) {
+      const int64_t c = static_cast<int64_t>(i) * kWarp + lane;
+      uint4 wv[kExpertBatch][R];
+#pragma unroll
+      for (int b = 0; b < kExpertBatch; ++b)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          wv[b][r] = (j0 + b < a.top_k && c < KC && n + r < H) ? load_stream(w[b].data + ((n + r) * KC + c) * 16)
+                                                                : make_uint4(0, 0, 0, 0);
+      if (c >= KC) continue;
+#pragma unroll
+      for (int b = 0; b < kExpertBatch; ++b) {
+        if (j0 + b >= a.top_k) break;
+        const float4* xr = xs + (j0 + b) * lay.row_stride() + i * (V / 4) * kWarp + lane;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float part = 0.0f;
+#pragma unroll
+          for (int q = 0; q < V / 4; ++q) part = dot4(xr[q * kWarp], decode4<WT>(wv[b][r], q), part);
+          float sc = wj[b];
+          if constexpr (WT == DType::kF8E4M3) {
+            if (n + r < H) sc *= w[b].scales[((n + r) / kScaleBlock) * w[b].scale_ld + (c * V) / kScaleBlock];
+          }
+          sum[r] = fmaf(part, sc, sum[r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float v = warp_sum(sum[r]);
+    if (lane == r && n + r < H) a.out[t * H + n + r] = v;
+  }
+}
+
+// ---- grouped path -------------------------------------------------------------
+
+// One block: pairs grouped by expert (order inside an expert is arbitrary;
+// results do not depend on it) and cut into tiles {expert, first, count}.
+__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int32_t* __restrict__ sorted,
+                                 int4* __restrict__ tiles, int* __restrict__ num_tiles) {
+  extern __shared__ int counts[];  // [E] counts, then cursors; [E] offsets; [E] first tiles
+  int* offset = counts + E;
+  int* first_tile = counts + 2 * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) atomicAdd(&counts[ids[p]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int o = 0, tl = 0;
+    for (int e = 0; e < E; ++e) {
+      offset[e] = o, first_tile[e] = tl;
+      o += counts[e], tl += static_cast<int>(ceil_div(counts[e], kTileTokens));
+    }
+    *num_tiles = tl;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x)
+    for (int i = 0; i * kTileTokens < counts[e]; ++i)
+      tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * kTileTokens, min(kTileTokens, counts[e] - i * kTileTokens), 0);
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = offset[e];
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) sorted[atomicAdd(&counts[ids[p]], 1)] = static_cast<int32_t>(p);
+}
+
+// grid (max tiles, I / (kWarps * 4)).
+template <DType WT>
+__global__ void __launch_bounds__(kThreads) moe_up_grouped_kernel(MoeArgs a, const int32_t* sorted, const int4* tiles,
+                                                                  const int* num_tiles, float* u) {
+  extern __shared__ float4 xs[];
+  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
+  const int4 tile = tiles[blockIdx.x];
+  const int64_t H = a.experts.hidden;
+  const XLayout lay = make_layout<WT>(H, kWarp);
+  auto pair_of = [&](int i) { return static_cast<int64_t>(sorted[tile.y + i]); };
+  stage_rows<WT>(xs, lay, tile.z, H, [&](int i) { return a.x + pair_of(i) / a.top_k * H; });
+  __syncthreads();
+  up_rows<WT, kTileTokens, 4>(a, tile.x, xs, lay, tile.z, u, pair_of);
+}
+
+// grid (max tiles, H / (kWarps * 4)): y[pair] = W2_e u[pair].
+template <DType WT>
+__global__ void __launch_bounds__(kThreads) moe_down_grouped_kernel(MoeArgs a, const int32_t* sorted,
+                                                                    const int4* tiles, const int* num_tiles,
+                                                                    const float* u, float* y) {
+  constexpr int R = 4;
+  extern __shared__ float4 xs[];
+  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
+  const int4 tile = tiles[blockIdx.x];
+  const int64_t H = a.experts.hidden, I = a.experts.intermediate;
+  const XLayout lay = make_layout<WT>(I, kWarp);
+  stage_rows<WT>(xs, lay, tile.z, I, [&](int i) { return u + sorted[tile.y + i] * I; });
+  __syncthreads();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * kWarps * R + warp * R;
+  float acc[R][kTileTokens] = {};
+  dot_rows<WT, kTileTokens, R>(expert_w2(a.experts, tile.x), n, xs, lay, lane, tile.z, acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < kTileTokens; ++t) {
+      const float v = warp_sum(acc[r][t]);
+      if (lane == r * kTileTokens + t && t < tile.z && n + r < H) y[sorted[tile.y + t] * H + n + r] = v;
+    }
+}
+
+// out[t, :] = Σ_j w[t, j] · y[t * top_k + j, :], j in slot order.
+__global__ void moe_combine_kernel(MoeArgs a, const float* __restrict__ y) {
+  const int64_t t = blockIdx.x, H = a.experts.hidden;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    float s = 0.0f;
+    for (int j = 0; j < a.top_k; ++j) s = fmaf(a.weights[t * a.top_k + j], y[(t * a.top_k + j) * H + h], s);
+    a.out[t * H + h] = s;
+  }
+}
+
+// Scratch layout (byte offsets, each 256-aligned).
+struct Scratch {
+  float* u;
+  float* y;
+  int32_t* sorted;
+  int4* tiles;
+  int* num_tiles;
+};
+int64_t max_tiles(int64_t pairs, int64_t E) { return ceil_div(pairs, kTileTokens) + std::min(E, pairs); }
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
+  const int64_t P = T * top_k;
+  uint8_t* p = static_cast<uint8_t*>(base);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    uint8_t* q = p ? p + off : nullptr;
+    off += align256(bytes);
+    return q;
+  };
+  Scratch s;
+  s.u = reinterpret_cast<float*>(take(sizeof(float) * P * I));
+  s.y = reinterpret_cast<float*>(take(sizeof(float) * P * H));
+  s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
+  s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E)));
+  s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
+  *total = off;
+  return s;
+}
+
+template <DType WT>
+cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
+  const DeviceExperts& x = a.experts;
+  const int64_t H = x.hidden, I = x.intermediate, E = x.num_experts, P = a.T * a.top_k;
+  size_t total = 0;
+  const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, &total);
+  const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
+  const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
+  cudaError_t e = cudaSuccess;
+  if (P <= kDecodePairs) {
+    const size_t down_smem = row_i * a.top_k;
+    if ((e = allow_dynamic_smem(moe_up_decode_kernel<WT>, row_h)) != cudaSuccess) return e;
+    if ((e = allow_dynamic_smem(moe_down_decode_kernel<WT>, down_smem)) != cudaSuccess) return e;
+    moe_up_decode_kernel<WT><<<dim3(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, kWarps * 2))),
+                               kThreads, row_h, stream>>>(a, s.u);
+    moe_down_decode_kernel<WT><<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, kWarps * 2))),
+                                 kThreads, down_smem, stream>>>(a, s.u);
+    return cudaGetLastError();
+  }
+  const unsigned tiles = static_cast<unsigned>(max_tiles(P, E));
+  moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), s.sorted, s.tiles,
+                                                              s.num_tiles);
+  if ((e = allow_dynamic_smem(moe_up_grouped_kernel<WT>, row_h * kTileTokens)) != cudaSuccess) return e;
+  if ((e = allow_dynamic_smem(moe_down_grouped_kernel<WT>, row_i * kTileTokens)) != cudaSuccess) return e;
+  moe_up_grouped_kernel<WT><<<dim3(tiles, static_cast<unsigned>(ceil_div(I, kWarps * 4))), kThreads,
+                              row_h * kTileTokens, stream>>>(a, s.sorted, s.tiles, s.num_tiles, s.u);
+  moe_down_grouped_kernel<WT><<<dim3(tiles, static_cast<unsigned>(ceil_div(H, kWarps * 4))), kThreads,
+                                row_i * kTileTokens, stream>>>(a, s.sorted, s.tiles, s.num_tiles, s.u, s.y);
+  moe_combine_kernel<<<static_cast<unsigned>(a.T), kThreads, 0, stream>>>(a, s.y);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts) {
+  size_t total = 0;
+  carve(nullptr, T, top_k, hidden, intermediate, num_experts, &total);
+  return total;
+}
+
+cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream) {
+  const DeviceExperts& x = a.experts;
+  const DeviceWeight probe{x.w1, nullptr, x.dtype, x.intermediate, x.hidden, 0};
+  const DeviceWeight probe2{x.w2, nullptr, x.dtype, x.hidden, x.intermediate, 0};
+  if (a.top_k > kMaxTopK || x.num_experts > 4096 || !gemv_compatible(probe) || !gemv_compatible(probe2) ||
+      x.stride13 % 16 != 0 || x.stride2 % 16 != 0)
+    return cudaErrorInvalidValue;
+  switch (x.dtype) {
+    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, stream);
+    case DType::kBF16: return launch_typed<DType::kBF16>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace m2::cuda

@@ -1,0 +1,354 @@
+// Every Backend op of the CUDA backend against the CPU backend's op (the
+// reference, itself tested against the math), on fresh random inputs, with
+// device outputs poisoned (NaN) beforehand. Bounds:
+//   - gathers, embedding, add, KV stores: exact (no arithmetic, or the same
+//     RNE conversion);
+//   - RMSNorm and QK norm + RoPE: both sides use fp64 statistics and angles
+//     and round (x * inv) * w identically, so ~1 ulp (1e-6 relative);
+//   - matmul, attention, router, MoE: fp32 accumulation in another order;
+//     the error of a K-term fp32 dot product is ~sqrt(K) * 2^-24 relative
+//     (~5e-6 at K = 6144), bound 2e-5.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace m2::test {
+namespace {
+
+// A paged cache filled through kv_store on both backends, then attention
+// over a mix of decode rows (long contexts, split over the keys) and prefill
+// chunks (causal), with scrambled block tables.
+struct AttnCase {
+  int heads, kv_heads, hd, block_size;
+  DType dtype;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // (context, new rows)
+};
+
+class Ops : public CudaTest {
+ protected:
+  void check_attention(const AttnCase& c, HostTensors& h);
+};
+
+TEST_F(Ops, EmbedAndGatherAreExact) {
+  HostTensors h(1);
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    const int64_t V = 1000, H = 3072;
+    ModelWeights w;
+    w.embed = h.store(h.randn(V * H), dt, Shape{V, H});
+    prepare(w);
+    std::vector<int32_t> ids = {5, 999, 0, 5, 123, 777, 1};
+    Act out = poisoned(7, H);
+    gpu_->embed(w.embed, ids, out);
+    std::vector<float> want(7 * H);
+    cpu_->embed(w.embed, ids, host_act(want, 7));
+    EXPECT_EQ(to_host(out), want) << dtype_name(dt);
+
+    const std::vector<int64_t> rows = {6, 0, 3};
+    Act sel = poisoned(3, H);
+    gpu_->gather_rows(out, rows, sel);
+    std::vector<float> want_sel(3 * H);
+    cpu_->gather_rows(host_act(want, 7), rows, host_act(want_sel, 3));
+    EXPECT_EQ(to_host(sel), want_sel);
+  }
+}
+
+TEST_F(Ops, AddIsExact) {
+  HostTensors h(2);
+  auto x = h.randn(5 * 3072), y = h.randn(5 * 3072);
+  Act gx = to_gpu(x, 5), gy = to_gpu(y, 5);
+  gpu_->add(gx, gy);
+  cpu_->add(host_act(x, 5), host_act(y, 5));
+  EXPECT_EQ(to_host(gx), x);
+}
+
+TEST_F(Ops, RmsNormMatchesCpu) {
+  HostTensors h(3);
+  for (int64_t n : {3072, 6144, 192}) {
+    for (int64_t T : {1, 7}) {
+      ModelWeights w;
+      auto wv = h.randn(n, 0.2f);
+      for (float& v : wv) v += 1.0f;  // norm weights around 1
+      w.final_norm = h.store(wv, DType::kBF16, Shape{n});
+      prepare(w);
+      auto x = h.randn(T * n, 3.0f);
+      Act gx = to_gpu(x, T), out = poisoned(T, n);
+      gpu_->rms_norm(gx, w.final_norm, 1e-6f, out);
+      std::vector<float> want(T * n);
+      cpu_->rms_norm(host_act(x, T), w.final_norm, 1e-6f, host_act(want, T));
+      EXPECT_LE(rel_error(to_host(out), want), 1e-6) << "n " << n << " T " << T;
+      gpu_->rms_norm(gx, w.final_norm, 1e-6f, gx);  // in place
+      EXPECT_LE(rel_error(to_host(gx), want), 1e-6) << "in place, n " << n;
+    }
+  }
+}
+
+struct MatmulCase {
+  DType dtype;
+  int64_t N, K;
+  std::vector<int64_t> tokens;
+};
+
+TEST_F(Ops, MatmulMatchesCpuForEveryDtypeAndTokenCount) {
+  HostTensors h(4);
+  const std::vector<MatmulCase> cases = {
+      {DType::kF8E4M3, 6144, 3072, {1, 2, 4, 16, 17, 64}},  // q_proj: GEMV for <= 16 tokens, tiled above
+      {DType::kF8E4M3, 1024, 3072, {1, 5}},                 // k/v_proj: several warps per row
+      {DType::kF8E4M3, 3072, 6144, {1, 3}},                 // o_proj
+      {DType::kBF16, 4096, 3072, {1, 4, 33}},               // lm_head-like
+      {DType::kF16, 512, 192, {1, 6, 40}},
+      {DType::kF32, 256, 3072, {1, 4, 20}},
+      {DType::kF8E4M3, 96, 192, {1, 3, 7, 300}},            // tiny model: partial scale blocks
+      {DType::kBF16, 256, 192, {1, 9, 300}},
+      {DType::kF8E4M3, 200, 100, {1, 3, 70}},               // rows not in 16-byte chunks: tiled path
+  };
+  for (const MatmulCase& c : cases) {
+    ModelWeights w;
+    w.lm_head = h.linear(c.dtype, c.N, c.K);
+    prepare(w);
+    for (int64_t T : c.tokens) {
+      auto x = h.randn(T * c.K);
+      Act gx = to_gpu(x, T), gy = poisoned(T, c.N);
+      gpu_->matmul(gx, w.lm_head, gy);
+      std::vector<float> want(T * c.N);
+      cpu_->matmul(host_act(x, T), w.lm_head, host_act(want, T));
+      EXPECT_LE(rel_error(to_host(gy), want), 2e-5)
+          << dtype_name(c.dtype) << " [" << c.N << ", " << c.K << "] T=" << T;
+    }
+  }
+}
+
+// A token's result is a function of its own row only: the same whatever
+// else shares the launch, for every token count of the GEMV path.
+TEST_F(Ops, MatmulGemvIsBatchInvariant) {
+  HostTensors h(5);
+  ModelWeights w;
+  w.lm_head = h.linear(DType::kF8E4M3, 6144, 3072);
+  prepare(w);
+  auto x = h.randn(16 * 3072);
+  Act gx = to_gpu(x, 16), all = poisoned(16, 6144), one = poisoned(1, 6144);
+  gpu_->matmul(gx, w.lm_head, all);
+  const auto batched = to_host(all);
+  for (int64_t t : {0, 5, 15}) {
+    gpu_->matmul(gx.rows_slice(t, t + 1), w.lm_head, one);
+    const auto alone = to_host(one);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batched.begin() + t * 6144)) << "token " << t;
+  }
+}
+
+TEST_F(Ops, QkNormRopeMatchesCpu) {
+  HostTensors h(6);
+  struct Case { int heads, kv_heads, hd, rot; bool norm; };
+  for (const Case& c : {Case{48, 8, 128, 64, true}, Case{4, 2, 64, 32, true}, Case{48, 8, 128, 64, false}}) {
+    ModelWeights w;
+    w.layers.resize(1);
+    if (c.norm) {
+      w.layers[0].q_norm = h.store(h.randn(c.heads * c.hd, 0.2f), DType::kBF16, Shape{c.heads * c.hd});
+      w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
+    }
+    prepare(w);
+    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+    const int64_t T = static_cast<int64_t>(pos.size());
+    auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * c.kv_heads * c.hd, 2.0f);
+    Act gq = to_gpu(q, T), gk = to_gpu(k, T);
+    const RopeParams rope{c.hd, c.rot, 5e6};
+    gpu_->qk_norm_rope(gq, gk, w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
+    cpu_->qk_norm_rope(host_act(q, T), host_act(k, T), w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
+    EXPECT_LE(rel_error(to_host(gq), q), 1e-6) << "q, head_dim " << c.hd << " norm " << c.norm;
+    EXPECT_LE(rel_error(to_host(gk), k), 1e-6) << "k, head_dim " << c.hd << " norm " << c.norm;
+  }
+}
+
+void Ops::check_attention(const AttnCase& c, HostTensors& h) {
+  Backend& gpu = *gpu_;
+  Backend& cpu = *cpu_;
+  int64_t blocks = 0, rows = 0;
+  for (auto [ctx, n] : c.seqs) blocks += (ctx + c.block_size - 1) / c.block_size, rows += n;
+  KvCacheShape shape{1, c.kv_heads, c.hd, c.block_size, blocks, c.dtype};
+  KvCache gcache(shape, gpu.allocate(KvCache::storage_bytes(shape)));
+  KvCache ccache(shape, cpu.allocate(KvCache::storage_bytes(shape)));
+  const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);  // unwritten slots compare equal
+  gpu.copy_from_host(zeros.data(), gcache.k_base(0), zeros.size());
+  std::memcpy(ccache.k_base(0), zeros.data(), zeros.size());
+  std::vector<int32_t> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), h.rng());
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<SeqSlice> slices;
+  int64_t next = 0, row = 0;
+  const int64_t kv = c.kv_heads * c.hd;
+  for (auto [ctx, n] : c.seqs) {
+    auto& table = tables.emplace_back(order.begin() + next, order.begin() + next + (ctx + c.block_size - 1) / c.block_size);
+    next += static_cast<int64_t>(table.size());
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < ctx; ++p) slots.push_back(int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size);
+    auto k = h.randn(ctx * kv), v = h.randn(ctx * kv);
+    gpu.kv_store(gcache, 0, to_gpu(k, ctx), to_gpu(v, ctx), slots);
+    cpu.kv_store(ccache, 0, host_act(k, ctx), host_act(v, ctx), slots);
+    slices.push_back({row, n, ctx, {}});
+    row += n;
+  }
+  for (size_t i = 0; i < slices.size(); ++i) slices[i].block_table = tables[i];
+  // The caches (K then V of the one layer) agree exactly (same RNE conversion).
+  std::vector<uint8_t> gbytes(KvCache::storage_bytes(shape));
+  gpu.copy_to_host(gcache.k_base(0), gbytes.data(), gbytes.size());
+  EXPECT_EQ(0, std::memcmp(gbytes.data(), ccache.k_base(0), gbytes.size())) << "kv_store differs";
+
+  auto q = h.randn(rows * c.heads * c.hd);
+  Act out = poisoned(rows, c.heads * c.hd);
+  const float scale = 1.0f / std::sqrt(float(c.hd));
+  gpu.attention(to_gpu(q, rows), gcache, 0, slices, c.heads, scale, out);
+  std::vector<float> want(rows * c.heads * c.hd);
+  cpu.attention(host_act(q, rows), ccache, 0, slices, c.heads, scale, host_act(want, rows));
+  EXPECT_LE(rel_error(to_host(out), want), 2e-5)
+      << dtype_name(c.dtype) << " heads " << c.heads << "/" << c.kv_heads << " hd " << c.hd;
+}
+
+TEST_F(Ops, AttentionMatchesCpu) {
+  HostTensors h(7);
+  const std::vector<AttnCase> cases = {
+      // M2 shapes: decode rows at 1K and 3000 (split over keys), a prefill chunk after 500 cached tokens.
+      {48, 8, 128, 16, DType::kBF16, {{1024, 1}, {3000, 1}, {700, 200}, {5, 5}}},
+      {48, 8, 128, 16, DType::kF32, {{1024, 1}, {37, 37}}},
+      // Tiny-model shapes: GQA 2:1, head_dim 64, 4-token blocks.
+      {4, 2, 64, 4, DType::kF32, {{12, 3}, {5, 5}, {333, 1}}},
+      {4, 2, 64, 4, DType::kBF16, {{90, 90}}},
+  };
+  for (const AttnCase& c : cases) check_attention(c, h);
+}
+
+// Long context: decode rows and a prefill chunk at the end of 32K tokens.
+TEST_F(Ops, AttentionAt32KContextMatchesCpu) {
+  HostTensors h(8);
+  check_attention({48, 8, 128, 16, DType::kBF16, {{32768, 1}, {32800, 64}}}, h);
+}
+
+// The router against a float64 evaluation of the spec: the GPU's experts are
+// a valid top-k of the biased scores (up to near-ties below the fp32
+// rounding of the logits) and their weights are the renormalised unbiased
+// scores.
+TEST_F(Ops, RouteSelectsTopKOfBiasedScoresAndWeighsUnbiased) {
+  HostTensors h(9);
+  const int64_t E = 256, H = 3072;
+  const int k = 8;
+  ModelWeights w;
+  w.layers.resize(1);
+  auto gate = h.randn(E * H, 1.0f / std::sqrt(float(H)));
+  std::vector<float> bias(E);
+  for (float& b : bias) b = std::uniform_real_distribution<float>(-0.05f, 0.05f)(h.rng());
+  w.layers[0].router = h.store(gate, DType::kF32, Shape{E, H});
+  w.layers[0].router_bias = h.store(bias, DType::kF32, Shape{E});
+  prepare(w);
+  for (int64_t T : {1, 3, 4, 5, 64, 300}) {
+    auto x = h.randn(T * H);
+    int32_t* ids = gpu_array(std::vector<int32_t>(T * k, -1));
+    float* wts = gpu_array(std::vector<float>(T * k, std::numeric_limits<float>::quiet_NaN()));
+    gpu_->route(to_gpu(x, T), w.layers[0].router, w.layers[0].router_bias, k, 1.0f, Routing{ids, wts, T, k});
+    const auto got_ids = to_host(ids, T * k);
+    const auto got_w = to_host(wts, T * k);
+    std::vector<int32_t> cpu_ids(T * k);
+    std::vector<float> cpu_w(T * k);
+    cpu_->route(host_act(x, T), w.layers[0].router, w.layers[0].router_bias, k, 1.0f,
+                Routing{cpu_ids.data(), cpu_w.data(), T, k});
+    int64_t same = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> s(E), biased(E);
+      for (int64_t e = 0; e < E; ++e) {
+        double l = 0;
+        for (int64_t j = 0; j < H; ++j) l += double(x[t * H + j]) * gate[e * H + j];
+        s[e] = 1.0 / (1.0 + std::exp(-l));
+        biased[e] = s[e] + bias[e];
+      }
+      std::vector<double> sorted = biased;
+      std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<>());
+      const double kth = sorted[k - 1];
+      double sum = 0;
+      for (int j = 0; j < k; ++j) sum += s[got_ids[t * k + j]];
+      for (int j = 0; j < k; ++j) {
+        const int32_t e = got_ids[t * k + j];
+        ASSERT_TRUE(e >= 0 && e < E) << "token " << t;
+        EXPECT_GE(biased[e], kth - 1e-5) << "token " << t << " slot " << j;
+        EXPECT_NEAR(got_w[t * k + j], s[e] / sum, 1e-6) << "token " << t << " slot " << j;
+      }
+      for (int j = 1; j < k; ++j)  // in selection order
+        EXPECT_GE(biased[got_ids[t * k + j - 1]], biased[got_ids[t * k + j]] - 1e-5) << "token " << t;
+      std::vector<int32_t> a(got_ids.begin() + t * k, got_ids.begin() + (t + 1) * k);
+      std::vector<int32_t> b(cpu_ids.begin() + t * k, cpu_ids.begin() + (t + 1) * k);
+      std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+      same += a == b;
+    }
+    // The logits differ from the CPU's by fp32 rounding (~1e-6): only a near-tie at the k-th place may differ.
+    EXPECT_GE(same, T - 1) << "tokens whose expert set differs from the CPU backend's";
+  }
+}
+
+TEST_F(Ops, RouteBreaksTiesTowardLowerExpertId) {
+  HostTensors h(10);
+  const int64_t E = 40, H = 64;
+  ModelWeights w;
+  w.layers.resize(1);
+  w.layers[0].router = h.store(std::vector<float>(E * H, 0.0f), DType::kF32, Shape{E, H});  // all scores 0.5
+  prepare(w);
+  int32_t* ids = gpu_array(std::vector<int32_t>(3, -1));
+  float* wts = gpu_array(std::vector<float>(3, 0.0f));
+  gpu_->route(to_gpu(h.randn(H), 1), w.layers[0].router, TensorView{}, 3, 1.0f, Routing{ids, wts, 1, 3});
+  EXPECT_EQ(to_host(ids, 3), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_FLOAT_EQ(to_host(wts, 3)[0], 1.0f / 3.0f);
+}
+
+struct MoeCase {
+  DType dtype;
+  int64_t H, I;
+  int E, k;
+  std::vector<int64_t> tokens;
+};
+
+// Decode path (<= 64 (token, expert) pairs) and grouped path (more).
+TEST_F(Ops, MoeMatchesCpu) {
+  HostTensors h(11);
+  const std::vector<MoeCase> cases = {
+      {DType::kF8E4M3, 3072, 1536, 16, 8, {1, 3, 8, 9, 40}},
+      {DType::kBF16, 3072, 1536, 12, 8, {1, 9}},
+      {DType::kF8E4M3, 192, 96, 8, 3, {1, 5, 21, 22, 300}},
+      {DType::kBF16, 192, 96, 8, 3, {1, 22, 300}},
+  };
+  for (const MoeCase& c : cases) {
+    ModelWeights w;
+    w.layers.resize(1);
+    LayerWeights& L = w.layers[0];
+    L.experts.resize(c.E);
+    for (auto& e : L.experts) {
+      e.w1 = h.linear(c.dtype, c.I, c.H);
+      e.w3 = h.linear(c.dtype, c.I, c.H);
+      e.w2 = h.linear(c.dtype, c.H, c.I);
+    }
+    prepare(w);
+    for (int64_t T : c.tokens) {
+      std::vector<int32_t> ids(T * c.k);
+      std::vector<float> rw(T * c.k);
+      std::vector<int32_t> perm(c.E);
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int64_t t = 0; t < T; ++t) {
+        std::shuffle(perm.begin(), perm.end(), h.rng());  // k distinct experts per token
+        float sum = 0;
+        for (int j = 0; j < c.k; ++j) ids[t * c.k + j] = perm[j], sum += rw[t * c.k + j] = 0.1f + std::abs(h.normal());
+        for (int j = 0; j < c.k; ++j) rw[t * c.k + j] /= sum;
+      }
+      auto x = h.randn(T * c.H);
+      Act out = poisoned(T, c.H);
+      gpu_->moe(to_gpu(x, T), L, Routing{gpu_array(ids), gpu_array(rw), T, c.k}, out);
+      std::vector<float> want(T * c.H);
+      cpu_->moe(host_act(x, T), L, Routing{ids.data(), rw.data(), T, c.k}, host_act(want, T));
+      EXPECT_LE(rel_error(to_host(out), want), 2e-5)
+          << dtype_name(c.dtype) << " H " << c.H << " I " << c.I << " E " << c.E << " T " << T;
+    }
+  }
+}
+
+TEST(CudaBackend, RefusesAMissingDevice) {
+  EXPECT_EQ(make_cuda_backend(cuda_device_count() + 3), nullptr);
+}
+
+}  // namespace
+}  // namespace m2::test

@@ -1,0 +1,150 @@
+// Helpers of the CUDA backend tests: a GPU and a CPU backend side by side,
+// random tensors in every stored dtype, device activations (outputs poisoned
+// with NaN so that an unwritten element fails), and error norms.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "model/backend.h"
+
+namespace m2::test {
+
+// tests/data/<rel>, under $M2CPP_SOURCE_DIR when set (binaries built on one
+// machine and run on a GPU machine where the checkout lives elsewhere).
+inline std::string cuda_data_path(const std::string& rel) {
+  const char* root = std::getenv("M2CPP_SOURCE_DIR");
+  return std::string(root && *root ? root : M2CPP_SOURCE_DIR) + "/tests/data/" + rel;
+}
+
+// ‖a − b‖₂ / ‖b‖₂; infinite if a has a non-finite element.
+inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return std::numeric_limits<double>::infinity();
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return std::numeric_limits<double>::infinity();
+    m = std::max(m, std::abs(double(a[i]) - b[i]));
+  }
+  return m;
+}
+
+// Host tensors that live as long as the test.
+class HostTensors {
+ public:
+  explicit HostTensors(uint64_t seed) : rng_(seed) {}
+
+  std::mt19937_64& rng() { return rng_; }
+  float normal() { return nd_(rng_); }
+  std::vector<float> randn(size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal() * scale;
+    return v;
+  }
+
+  // Values `vals` stored as `dtype` (F32, BF16, F16 or F8_E4M3 codes).
+  TensorView store(const std::vector<float>& vals, DType dtype, Shape shape) {
+    auto& b = bytes_.emplace_back(vals.size() * dtype_size(dtype));
+    for (size_t i = 0; i < vals.size(); ++i) {
+      switch (dtype) {
+        case DType::kBF16: reinterpret_cast<uint16_t*>(b.data())[i] = f32_to_bf16(vals[i]); break;
+        case DType::kF16: reinterpret_cast<uint16_t*>(b.data())[i] = f32_to_f16(vals[i]); break;
+        case DType::kF8E4M3: b[i] = f32_to_f8e4m3(vals[i]); break;
+        default: reinterpret_cast<float*>(b.data())[i] = vals[i]; break;
+      }
+    }
+    return TensorView{dtype, shape, b.data()};
+  }
+
+  // A random [N, K] linear with rows of norm ~1 (FP8: codes of U[-64, 64)
+  // with random 128 x 128 block scales, like a quantised checkpoint).
+  Linear linear(DType dtype, int64_t N, int64_t K) {
+    Linear l;
+    if (dtype == DType::kF8E4M3) {
+      std::uniform_real_distribution<float> u(-64.0f, 64.0f), s(0.5f, 1.5f);
+      std::vector<float> codes(N * K);
+      for (float& c : codes) c = u(rng_);
+      l.weight = store(codes, dtype, Shape{N, K});
+      const int64_t sr = (N + 127) / 128, sc = (K + 127) / 128;
+      std::vector<float> scales(sr * sc);
+      for (float& x : scales) x = s(rng_) / (37.0f * std::sqrt(float(K)));
+      l.scale_inv = store(scales, DType::kF32, Shape{sr, sc});
+    } else {
+      l.weight = store(randn(N * K, 1.0f / std::sqrt(float(K))), dtype, Shape{N, K});
+    }
+    return l;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<float> nd_{0.0f, 1.0f};
+  std::deque<std::vector<uint8_t>> bytes_;
+};
+
+// A GPU and a CPU backend; skips the test without a CUDA device.
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    gpu_ = make_cuda_backend(0);
+    ASSERT_TRUE(gpu_) << "the CUDA backend did not start";
+    cpu_ = make_cpu_backend();
+  }
+
+  // Fresh device copy of host values as an Act [rows, size / rows].
+  Act to_gpu(const std::vector<float>& v, int64_t rows) {
+    auto mem = gpu_->allocate(v.size() * sizeof(float));
+    gpu_->copy_from_host(v.data(), mem.get(), v.size() * sizeof(float));
+    memory_.push_back(mem);
+    return Act{static_cast<float*>(mem.get()), rows, static_cast<int64_t>(v.size()) / rows};
+  }
+  // A device output filled with NaN.
+  Act poisoned(int64_t rows, int64_t cols) {
+    return to_gpu(std::vector<float>(rows * cols, std::numeric_limits<float>::quiet_NaN()), rows);
+  }
+  std::vector<float> to_host(const Act& a) {
+    std::vector<float> v(a.rows * a.cols);
+    gpu_->copy_to_host(a.data, v.data(), v.size() * sizeof(float));
+    return v;
+  }
+  template <class T>
+  T* gpu_array(const std::vector<T>& v) {
+    auto mem = gpu_->allocate(std::max<size_t>(v.size(), 1) * sizeof(T));
+    gpu_->copy_from_host(v.data(), mem.get(), v.size() * sizeof(T));
+    memory_.push_back(mem);
+    return static_cast<T*>(mem.get());
+  }
+  template <class T>
+  std::vector<T> to_host(const T* p, size_t n) {
+    std::vector<T> v(n);
+    gpu_->copy_to_host(p, v.data(), n * sizeof(T));
+    return v;
+  }
+  static Act host_act(std::vector<float>& v, int64_t rows) {
+    return Act{v.data(), rows, static_cast<int64_t>(v.size()) / rows};
+  }
+  // Uploads the tensors placed in `w` (any of its slots) to the GPU.
+  void prepare(ModelWeights& w) { ASSERT_TRUE(gpu_->prepare_weights(w).ok()); }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<std::shared_ptr<void>> memory_;
+};
+
+}  // namespace m2::test
