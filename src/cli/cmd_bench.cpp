@@ -9,12 +9,17 @@
 
 #include "backend/cpu/roofline.h"
 #include "cli/bench_engine.h"
+#include "cli/bench_plot.h"
+#include "cli/bench_serve.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "model/minimax_m2.h"
 #include "util/cpu_features.h"
 #include "util/json.h"
 #include "util/thread_pool.h"
+#ifdef M2CPP_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace m2::cli {
 namespace {
@@ -60,14 +65,26 @@ int run_roofline() {
   return 0;
 }
 
+// The memory ceiling decode is compared with, and its name: the host's read
+// bandwidth, or on a GPU its device-to-device copy bandwidth (bytes read +
+// bytes written, measured before the weights take the memory).
+std::pair<double, std::string> memory_ceiling(const ModelOptions& mo) {
+#ifdef M2CPP_WITH_CUDA
+  if (const int gpu = parse_cuda_device(mo.device); gpu >= 0)
+    return {cuda_measure_ceilings(gpu, false).copy_bytes_per_s, "GPU copy"};
+#endif
+  return {cpu::measure_read_bandwidth().bytes_per_second, "host read"};
+}
+
 int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
   if (mo.threads > 0) ThreadPool::set_global_threads(mo.threads);
-  const auto bw = cpu::measure_read_bandwidth();
+  const auto [ceiling, ceiling_name] = memory_ceiling(mo);
+  auto backend = mo.make_backend();  // before the (long) load: fail fast without a device
+  if (!backend.ok()) return fail(backend.status());
   auto w = mo.load();
   if (!w.ok()) return fail(w.status());
-  auto backend = mo.make_backend();
-  if (!backend.ok()) return fail(backend.status());
+  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
   MiniMaxM2 model(**w, **backend);
   const ModelConfig& c = model.config();
   const DType kv_dtype = a.kv == "f32" ? DType::kF32 : DType::kBF16;
@@ -125,21 +142,22 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
 
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers,
              mo.model, c.num_local_experts, c.num_experts_per_tok, mo.load_format);
-  fmt::print("cpu              {} kernels, {} threads\n", isa_name(active_isa()), ThreadPool::global().size());
+  fmt::print("device           {} (cpu: {} kernels, {} threads)\n", mo.device, isa_name(active_isa()),
+             ThreadPool::global().size());
   fmt::print("prefill          {} tokens in {:.2f} s ({:.1f} tokens/s)\n", a.context, prefill_s,
              a.context / std::max(prefill_s, 1e-9));
   fmt::print("decode           {} steps at context {}..{}: median {:.2f} ms/token, mean {:.2f} ms ({:.2f} tokens/s)\n",
              a.tokens, a.context + 1, pos - 1, median * 1e3, mean * 1e3, 1.0 / median);
   fmt::print("bytes/token      {:.1f} MB (weights of the token's path + KV in {})\n", bytes / 1e6,
              dtype_name(kv_dtype));
-  fmt::print("bandwidth        {:.1f} GB/s achieved vs {:.1f} GB/s measured read ceiling = {:.0f} %\n",
-             achieved / 1e9, bw.bytes_per_second / 1e9, 100.0 * achieved / bw.bytes_per_second);
+  fmt::print("bandwidth        {:.1f} GB/s achieved vs {:.1f} GB/s measured {} ceiling = {:.0f} %\n",
+             achieved / 1e9, ceiling / 1e9, ceiling_name, 100.0 * achieved / ceiling);
   if (!a.json_out.empty()) {
     Json j = {{"layers", c.num_hidden_layers},     {"context", a.context},
               {"median_s_per_token", median},      {"mean_s_per_token", mean},
               {"tokens_per_s", 1.0 / median},      {"bytes_per_token", bytes},
-              {"achieved_bytes_per_s", achieved},  {"ceiling_bytes_per_s", bw.bytes_per_second},
-              {"fraction_of_ceiling", achieved / bw.bytes_per_second},
+              {"achieved_bytes_per_s", achieved},  {"ceiling_bytes_per_s", ceiling},
+              {"fraction_of_ceiling", achieved / ceiling}, {"device", mo.device}, {"ceiling", ceiling_name},
               {"isa", std::string(isa_name(active_isa()))}, {"threads", ThreadPool::global().size()},
               {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
@@ -162,8 +180,14 @@ Command make_bench(CLI::App& parent) {
   dec->add_option("--json", a->json_out, "Also write the figures to this JSON file");
   CLI::App* eng = nullptr;
   auto run_engine = add_bench_engine(app, &eng);
-  return {app, [roof, dec, eng, run_engine, mo, a] {
+  // Serving benchmark of any OpenAI-compatible server, and its Pareto plots.
+  CLI::App *serve = nullptr, *plot = nullptr;
+  auto run_serve = add_bench_serve(app, &serve);
+  auto run_plot = add_bench_plot(app, &plot);
+  return {app, [roof, dec, eng, run_engine, serve, run_serve, plot, run_plot, mo, a] {
             if (eng->parsed()) return run_engine();
+            if (serve->parsed()) return run_serve();
+            if (plot->parsed()) return run_plot();
             if (roof->parsed()) return run_roofline();
             if (dec->parsed()) return run_decode(*mo, *a);
             return 1;

@@ -255,7 +255,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     writing_ = true;
     net::async_write(stream_, net::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return self->close();
+      self->writing_ = false;
+      // close() keeps the queue while a write is in flight (the socket may
+      // still be reading from out_.front() on another I/O thread); drop it here.
+      if (ec || self->closed_) {
+        self->out_.clear();
+        return self->close();
+      }
       self->out_.pop_front();
       self->write_next();
     });
@@ -279,7 +285,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     closed_ = true;
     if (auto ex = exchange_.lock()) ex->gone_ = true;
-    out_.clear();
+    if (!writing_) out_.clear();
     beast::error_code ec;
     stream_.socket().close(ec);
     if (state_ != State::kDone && state_ != State::kReading && on_disconnect_) {
