@@ -100,7 +100,10 @@ std::function<int()> add_bench_serve(CLI::App* bench, CLI::App** sub) {
       ->delimiter(',');
   app->add_option("--max-concurrency", c.max_concurrency, "With --request-rate: requests in flight at most");
   app->add_option("--num-prompts", c.num_prompts,
-                  "Requests (agentic: sessions) per level (default 10 x concurrency; 200 per rate)");
+                  "Requests (agentic: sessions) per level (default --prompts-per-concurrency x concurrency; 200 per rate)");
+  app->add_option("--prompts-per-concurrency", c.prompts_per_concurrency,
+                  "Without --num-prompts: requests per level = this x the level's concurrency")
+      ->capture_default_str();
   app->add_option("--warmup,--num-warmups", c.warmup, "Requests run first and not measured");
   app->add_option("--gpus", c.gpus, "GPUs serving the model: throughput is also reported per GPU")
       ->capture_default_str();

@@ -2,10 +2,12 @@
 // prefill, preemption, prefix reuse across agentic turns, n > 1, abort,
 // stop conditions.
 #include "engine/engine.h"
+#include "model/greedy.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "util/json.h"
@@ -222,6 +224,56 @@ TEST_F(EngineTest, LengthStopTokenAndBadRequests) {
   EXPECT_NE(e->add_request("d", {1}, bad).message().find("need a tokenizer"), std::string::npos);
   ASSERT_TRUE(e->add_request("dup", {1}, p).ok());
   EXPECT_FALSE(e->add_request("dup", {1}, p).ok());
+}
+
+}  // namespace
+}  // namespace m2
+
+namespace m2 {
+namespace {
+
+TEST_F(EngineTest, PromptLogprobsAreTheModelsLogSoftmax) {
+  const std::vector<int32_t> prompt = prompts(1, 9)[0];
+  auto full = all_logits(*model_, prompt, DType::kF32);
+  ASSERT_TRUE(full.ok());
+  auto e = engine(16);  // several prefill chunks
+  SamplingParams p = greedy(2);
+  p.prompt_logprobs = 3;
+  ASSERT_TRUE(e->add_request("r", prompt, p).ok());
+  std::vector<std::vector<TokenLogprob>> got;
+  while (e->has_unfinished()) {
+    auto outs = e->step();
+    ASSERT_TRUE(outs.ok());
+    for (const auto& o : *outs)
+      if (!o.prompt_logprobs.empty()) got = o.prompt_logprobs;
+  }
+  const int64_t V = model_->config().vocab_size;
+  ASSERT_EQ(got.size(), prompt.size());
+  EXPECT_TRUE(got[0].empty());  // nothing predicts the first token
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    std::span<const float> lg(full->data() + (i - 1) * V, V);
+    float z = 0;
+    const float want = token_logprob(lg, prompt[i], &z);
+    ASSERT_EQ(got[i].size(), 4u);
+    EXPECT_EQ(got[i][0].id, prompt[i]);
+    EXPECT_NEAR(got[i][0].logprob, want, 1e-5);
+    const auto top = top_logprobs(lg, 3, z);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(got[i][1 + k].id, top[k].id);
+  }
+}
+
+TEST(SamplingDefaults, ModelCardThenGenerationConfig) {
+  const SamplingParams card = default_sampling_params("");
+  EXPECT_FLOAT_EQ(card.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(card.top_p, 0.95f);
+  EXPECT_EQ(card.top_k, 40);
+  const std::string dir = ::testing::TempDir() + "m2cpp_genconfig";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature": 0.6, "top_k": 20, "top_p": 0.8})";
+  const SamplingParams p = default_sampling_params(dir);
+  EXPECT_FLOAT_EQ(p.temperature, 0.6f);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_FLOAT_EQ(p.top_p, 0.8f);
 }
 
 }  // namespace

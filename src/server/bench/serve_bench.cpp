@@ -71,7 +71,8 @@ std::vector<LevelSpec> level_specs(const ServeBenchConfig& c) {
 
 int sessions_for(const ServeBenchConfig& c, const LevelSpec& l) {
   if (c.num_prompts > 0) return c.num_prompts;
-  return l.request_rate > 0 || l.concurrency <= 0 ? 200 : std::max(10 * l.concurrency, 10);
+  return l.request_rate > 0 || l.concurrency <= 0 ? 200
+                                                  : std::max(c.prompts_per_concurrency * l.concurrency, 1);
 }
 
 Json config_json(const ServeBenchConfig& c) {

@@ -26,7 +26,8 @@ struct ServeBenchConfig {
   std::vector<int> concurrency = {1, 4, 16, 64, 256};
   std::vector<double> request_rates;  // when given: one level per rate, at most max_concurrency in flight
   int max_concurrency = 0;
-  int num_prompts = 0;        // sessions per level (0: 10 x concurrency, or 200 per rate)
+  int num_prompts = 0;        // sessions per level (0: prompts_per_concurrency x concurrency, or 200 per rate)
+  int prompts_per_concurrency = 10;
   int warmup = 0;             // sessions run first and not measured
   int gpus = 1;
   std::string tokenizer_dir;  // "" : the server's /tokenize and /detokenize
