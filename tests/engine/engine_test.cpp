@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 #include "model/greedy.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,7 +47,7 @@ class EngineTest : public ::testing::Test {
       auto step = e.step();
       EXPECT_TRUE(step.ok()) << step.status().message();
       for (const auto& o : *step) {
-        const std::string key = o.request_id + "/" + std::to_string(o.index);
+        const std::string key = fmt::format("{}/{}", o.request_id, o.index);
         out[key].insert(out[key].end(), o.new_token_ids.begin(), o.new_token_ids.end());
       }
     }
@@ -92,13 +93,13 @@ TEST_F(EngineTest, GreedyIsIdenticalAloneInABatchOf16AndAtChunkSizes1_7_64) {
   std::map<std::string, std::vector<int32_t>> alone;
   for (size_t i = 0; i < ps.size(); ++i) {
     auto e = engine(512);
-    ASSERT_TRUE(e->add_request("r" + std::to_string(i), ps[i], greedy(12)).ok());
+    ASSERT_TRUE(e->add_request(fmt::format("r{}", i), ps[i], greedy(12)).ok());
     auto out = run_all(*e);
     alone.insert(out.begin(), out.end());
   }
   for (int64_t chunk : {512, 1, 7, 64}) {
     auto e = engine(chunk);
-    for (size_t i = 0; i < ps.size(); ++i) ASSERT_TRUE(e->add_request("r" + std::to_string(i), ps[i], greedy(12)).ok());
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_TRUE(e->add_request(fmt::format("r{}", i), ps[i], greedy(12)).ok());
     EXPECT_EQ(run_all(*e), alone) << "token budget " << chunk;
   }
 }
@@ -114,8 +115,8 @@ TEST_F(EngineTest, PreemptionAndResumptionGiveTheSameTokens) {
   {
     auto e = engine(64);
     for (size_t i = 0; i < ps.size(); ++i) {
-      ASSERT_TRUE(e->add_request("g" + std::to_string(i), ps[i], greedy(24)).ok());
-      ASSERT_TRUE(e->add_request("s" + std::to_string(i), ps[i], sampled).ok());
+      ASSERT_TRUE(e->add_request(fmt::format("g{}", i), ps[i], greedy(24)).ok());
+      ASSERT_TRUE(e->add_request(fmt::format("s{}", i), ps[i], sampled).ok());
     }
     roomy_out = run_all(*e);
     EXPECT_EQ(e->stats().preemptions, 0);
@@ -123,8 +124,8 @@ TEST_F(EngineTest, PreemptionAndResumptionGiveTheSameTokens) {
   // 12 sequences of up to ~210 tokens in a pool of 48 blocks x 8 = 384 tokens.
   auto e = engine(64, 48, 8);
   for (size_t i = 0; i < ps.size(); ++i) {
-    ASSERT_TRUE(e->add_request("g" + std::to_string(i), ps[i], greedy(24)).ok());
-    ASSERT_TRUE(e->add_request("s" + std::to_string(i), ps[i], sampled).ok());
+    ASSERT_TRUE(e->add_request(fmt::format("g{}", i), ps[i], greedy(24)).ok());
+    ASSERT_TRUE(e->add_request(fmt::format("s{}", i), ps[i], sampled).ok());
   }
   EXPECT_EQ(run_all(*e), roomy_out);
   EXPECT_GT(e->stats().preemptions, 0);
