@@ -19,12 +19,14 @@ for dir in /usr/local/cuda/lib64 $(find /usr /opt -name 'libcublasLt.so.13*' -pr
 done
 export LD_LIBRARY_PATH=$LIBPATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-# A model directory: the real config, and a tokenizer (only detokenizes the
-# outputs: the benchmark sends token-id prompts).
+# A model directory: the real config, and a tokenizer covering the 200K
+# vocabulary (it only detokenizes the outputs: the benchmark sends token-id
+# prompts). TOKENIZER_DIR: e.g. the shared m2-layout stand-in, carried.
+TOKENIZER_DIR=${TOKENIZER_DIR:-.gpu_carry/m2-layout}
 MODEL=/tmp/m2.7-dummy
 mkdir -p "$MODEL"
 cp configs/minimax-m2.7.json "$MODEL/config.json"
-cp tests/data/tokenizer/m2-mini/tokenizer.json tests/data/tokenizer/m2-mini/tokenizer_config.json "$MODEL/"
+cp "$TOKENIZER_DIR/tokenizer.json" "$TOKENIZER_DIR/tokenizer_config.json" "$MODEL/"
 
 "$BUILD/m2cpp" serve -m "$MODEL" --load-format dummy --num-layers "$LAYERS" --device cuda --port "$PORT" \
   --kv-cache-memory $((24 << 30)) --max-num-seqs 64 --max-num-batched-tokens 4096 --disable-access-log \
@@ -41,7 +43,8 @@ for _ in $(seq 1 300); do
 done
 echo "server ready=$ready after ${SECONDS}s"
 if [[ $ready == 1 ]]; then
-  "$BUILD/m2cpp" bench serve --base-url "http://127.0.0.1:$PORT" --input-len 1024 --output-len 1024 \
+  # SIGINT after BENCH_S seconds: the benchmark then writes what it measured so far.
+  timeout -s INT "${BENCH_S:-480}" "$BUILD/m2cpp" bench serve --base-url "http://127.0.0.1:$PORT" --input-len 1024 --output-len 1024 \
     --concurrency "$LEVELS" --prompts-per-concurrency 1 --warmup 1 --gpus 1 --seed 1 --no-progress \
     --label "m2cpp, 1x H200, M2.7 shape ($LAYERS layers, FP8, dummy weights)" --out "$OUT/h200-m27-${LAYERS}l" \
     2>&1 | tee "$OUT/bench.txt"
