@@ -48,8 +48,11 @@ DType kv_dtype(const std::string& name) {
   return DType::kBF16;  // auto, bf16
 }
 
-int run_serve(const ModelOptions& mo, const ServeArgs& a) {
+int run_serve(ModelOptions mo, const ServeArgs& a) {
   auto fail = [](const Status& s) { return log_error("serve: {}", s.message()), 1; };
+  if (mo.model.empty()) mo.model = default_model_dir();  // the bundled demo model
+  if (mo.model.empty())
+    return fail(errorf("no -m given and no bundled model found (models/m2-demo); set -m DIR or M2CPP_MODEL"));
   // SIGTERM/SIGINT are taken by sigwait() below: block them before any
   // thread starts, so that every thread inherits the mask.
   sigset_t signals;
@@ -147,7 +150,7 @@ Command make_serve(CLI::App& parent) {
   auto* app = parent.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<ServeArgs>();
-  mo->add_to(app);
+  mo->add_to(app, /*model_required=*/false);
   app->add_option("--host", a->host, "Address to bind (default loopback only)");
   app->add_option("--port", a->port, "Port (0: any free port, printed at start)");
   app->add_option("--served-model-name", a->served_model_names,
