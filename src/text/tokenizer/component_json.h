@@ -3,9 +3,11 @@
 // was expected. Every component factory goes through these.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/json.h"
 #include "util/status.h"
@@ -36,5 +38,20 @@ struct JsonNode {
   // Rejects keys outside `known` so that options we do not implement are never ignored silently.
   Status only_keys(std::initializer_list<std::string_view> known) const;
 };
+
+// The components listed under `key` of a {"type": "Sequence", key: [...]}
+// node, each built by `make` (a JsonNode -> Result<std::unique_ptr<T>>).
+template <class T, class Make>
+Result<std::vector<std::unique_ptr<T>>> component_sequence(const JsonNode& node, const char* key, Make make) {
+  M2_RETURN_IF_ERROR(node.only_keys({"type", key}));
+  M2_ASSIGN_OR_RETURN(const Json* list, node.array_field(key));
+  const JsonNode list_node{*list, node.child_path(key)};
+  std::vector<std::unique_ptr<T>> steps;
+  for (size_t i = 0; i < list->size(); ++i) {
+    M2_ASSIGN_OR_RETURN(auto step, make(list_node.element(i)));
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
 
 }  // namespace m2::text::tok

@@ -329,14 +329,7 @@ Result<std::unique_ptr<Decoder>> make_decoder(const JsonNode& node) {
     return std::unique_ptr<Decoder>(new BpeSuffixDecoder(std::move(suffix)));
   }
   if (type == "Sequence") {
-    M2_RETURN_IF_ERROR(node.only_keys({"type", "decoders"}));
-    M2_ASSIGN_OR_RETURN(const Json* list, node.array_field("decoders"));
-    const JsonNode list_node{*list, node.child_path("decoders")};
-    std::vector<std::unique_ptr<Decoder>> steps;
-    for (size_t i = 0; i < list->size(); ++i) {
-      M2_ASSIGN_OR_RETURN(auto step, make_decoder(list_node.element(i)));
-      steps.push_back(std::move(step));
-    }
+    M2_ASSIGN_OR_RETURN(auto steps, component_sequence<Decoder>(node, "decoders", make_decoder));
     return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(steps)));
   }
   return node.error(fmt::format(

@@ -163,14 +163,7 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const JsonNode& node) {
     return std::unique_ptr<Normalizer>(new Strip(left, right));
   }
   if (type == "Sequence") {
-    M2_RETURN_IF_ERROR(node.only_keys({"type", "normalizers"}));
-    M2_ASSIGN_OR_RETURN(const Json* list, node.array_field("normalizers"));
-    std::vector<std::unique_ptr<Normalizer>> steps;
-    const JsonNode list_node{*list, node.child_path("normalizers")};
-    for (size_t i = 0; i < list->size(); ++i) {
-      M2_ASSIGN_OR_RETURN(auto step, make_normalizer(list_node.element(i)));
-      steps.push_back(std::move(step));
-    }
+    M2_ASSIGN_OR_RETURN(auto steps, component_sequence<Normalizer>(node, "normalizers", make_normalizer));
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(steps)));
   }
   return node.error(

@@ -108,14 +108,7 @@ Result<std::unique_ptr<PostProcessor>> make_post_processor(const JsonNode& node)
     return std::unique_ptr<PostProcessor>(new NoChange());
   }
   if (type == "Sequence") {
-    M2_RETURN_IF_ERROR(node.only_keys({"type", "processors"}));
-    M2_ASSIGN_OR_RETURN(const Json* list, node.array_field("processors"));
-    const JsonNode list_node{*list, node.child_path("processors")};
-    std::vector<std::unique_ptr<PostProcessor>> steps;
-    for (size_t i = 0; i < list->size(); ++i) {
-      M2_ASSIGN_OR_RETURN(auto step, make_post_processor(list_node.element(i)));
-      steps.push_back(std::move(step));
-    }
+    M2_ASSIGN_OR_RETURN(auto steps, component_sequence<PostProcessor>(node, "processors", make_post_processor));
     return std::unique_ptr<PostProcessor>(new SequenceProcessor(std::move(steps)));
   }
   return node.error(

@@ -372,14 +372,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const JsonNode& node) {
     return std::unique_ptr<PreTokenizer>(new Metaspace(replacement, scheme, split));
   }
   if (type == "Sequence") {
-    M2_RETURN_IF_ERROR(node.only_keys({"type", "pretokenizers"}));
-    M2_ASSIGN_OR_RETURN(const Json* list, node.array_field("pretokenizers"));
-    const JsonNode list_node{*list, node.child_path("pretokenizers")};
-    std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (size_t i = 0; i < list->size(); ++i) {
-      M2_ASSIGN_OR_RETURN(auto step, make_pre_tokenizer(list_node.element(i)));
-      steps.push_back(std::move(step));
-    }
+    M2_ASSIGN_OR_RETURN(auto steps, component_sequence<PreTokenizer>(node, "pretokenizers", make_pre_tokenizer));
     return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(steps)));
   }
   return node.error(
