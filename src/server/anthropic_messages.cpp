@@ -202,16 +202,9 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
   // sends 32000): the completion gets what the context has left.
   Status fit = fit_to_context(req->sampling, static_cast<int64_t>(prompt->tokens.size()), ctx.max_model_len, true);
   if (!fit.ok()) return fail(fit);
-  SamplingParams params = req->sampling.params;
-  params.forced_after_token = prompt->forced_after_token;
-  params.forced_after = prompt->forced_after;
-  params.forced_tokens = prompt->forced_first;
-  if (ctx.replay) {
-    if (auto replay = ctx.replay->select(prompt->text))
-      params.forced_tokens.insert(params.forced_tokens.end(), replay->begin(), replay->end());
-  }
-  Status valid = params.validate(ctx.vocab_size);
-  if (!valid.ok()) return fail(valid);
+  auto engine_params = chat_engine_params(req->sampling.params, *prompt, ctx.replay, ctx.vocab_size);
+  if (!engine_params.ok()) return fail(engine_params.status());
+  SamplingParams params = std::move(*engine_params);
   std::vector<EngineJob> jobs(1);
   jobs[0].prompt = prompt->tokens;
   jobs[0].params = params;

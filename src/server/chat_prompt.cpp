@@ -110,4 +110,16 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   return out;
 }
 
+Result<SamplingParams> chat_engine_params(SamplingParams params, const ChatPrompt& prompt, const ReplaySource* replay,
+                                          int vocab_size) {
+  params.forced_after_token = prompt.forced_after_token;
+  params.forced_after = prompt.forced_after;
+  params.forced_tokens = prompt.forced_first;
+  if (replay) {
+    if (auto r = replay->select(prompt.text)) params.forced_tokens.insert(params.forced_tokens.end(), r->begin(), r->end());
+  }
+  M2_RETURN_IF_ERROR(params.validate(vocab_size));
+  return params;
+}
+
 }  // namespace m2::server

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling_params.h"
+#include "server/replay.h"
 #include "text/assistant_output_parser.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -32,5 +34,11 @@ struct ChatPrompt {
 // tokenizes. Errors are the client's (400).
 Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTemplate& chat_template,
                                      const text::Tokenizer& tokenizer);
+
+// The engine parameters of a chat turn: the request's sampling parameters
+// plus the prompt's forced tool-call opening and, under --replay (may be
+// null), the replayed output; validated against the vocabulary.
+Result<SamplingParams> chat_engine_params(SamplingParams params, const ChatPrompt& prompt, const ReplaySource* replay,
+                                          int vocab_size);
 
 }  // namespace m2::server

@@ -66,6 +66,14 @@ Result<std::optional<bool>> opt_bool(const OrderedJson& obj, const char* key) {
   return std::optional<bool>(v->get<bool>());
 }
 
+Result<bool> stream_include_usage(const OrderedJson& body) {
+  const OrderedJson* so = field(body, "stream_options");
+  if (!so) return false;
+  if (!so->is_object()) return errorf("'stream_options' must be an object");
+  M2_ASSIGN_OR_RETURN(std::optional<bool> iu, opt_bool(*so, "include_usage"));
+  return iu.value_or(false);
+}
+
 Result<std::optional<std::string>> opt_string(const OrderedJson& obj, const char* key) {
   const OrderedJson* v = field(obj, key);
   if (!v) return std::optional<std::string>();

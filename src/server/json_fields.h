@@ -17,6 +17,8 @@ Result<std::optional<double>> opt_number(const OrderedJson& obj, const char* key
 // Integral numbers only (3.0 is accepted, 3.5 is not), within int64.
 Result<std::optional<int64_t>> opt_int(const OrderedJson& obj, const char* key);
 Result<std::optional<bool>> opt_bool(const OrderedJson& obj, const char* key);
+// OpenAI's `stream_options.include_usage` (false when absent).
+Result<bool> stream_include_usage(const OrderedJson& body);
 Result<std::optional<std::string>> opt_string(const OrderedJson& obj, const char* key);
 // A string or a list of strings (OpenAI's `stop`).
 Result<std::vector<std::string>> opt_string_list(const OrderedJson& obj, const char* key);

@@ -180,13 +180,8 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& request, con
   auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
   auto stream = opt_bool(body, "stream");
   if (!stream.ok()) return fail(stream.status());
-  bool include_usage = false;
-  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
-    if (!so->is_object()) return fail(errorf("'stream_options' must be an object"));
-    auto iu = opt_bool(*so, "include_usage");
-    if (!iu.ok()) return fail(iu.status());
-    include_usage = iu->value_or(false);
-  }
+  auto include_usage = stream_include_usage(body);
+  if (!include_usage.ok()) return fail(include_usage.status());
   auto as_ids = opt_bool(body, "return_tokens_as_token_ids");
   if (!as_ids.ok()) return fail(as_ids.status());
   auto sampling = parse_sampling_request(body, ctx.defaults, LogprobsStyle::kChat);
@@ -196,23 +191,16 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& request, con
   Status fit = fit_to_context(*sampling, static_cast<int64_t>(prompt->tokens.size()), ctx.max_model_len, false);
   if (!fit.ok()) return fail(fit);
 
-  SamplingParams params = sampling->params;
-  params.forced_after_token = prompt->forced_after_token;
-  params.forced_after = prompt->forced_after;
-  params.forced_tokens = prompt->forced_first;
-  if (ctx.replay) {
-    if (auto replay = ctx.replay->select(prompt->text))
-      params.forced_tokens.insert(params.forced_tokens.end(), replay->begin(), replay->end());
-  }
-  Status valid = params.validate(ctx.vocab_size);
-  if (!valid.ok()) return fail(valid);
+  auto engine_params = chat_engine_params(sampling->params, *prompt, ctx.replay, ctx.vocab_size);
+  if (!engine_params.ok()) return fail(engine_params.status());
+  SamplingParams params = std::move(*engine_params);
 
   const bool want_logprobs = params.logprobs >= 0;
   std::vector<EngineJob> jobs(1);
   jobs[0].prompt = prompt->tokens;
   jobs[0].params = std::move(params);
   auto gen = std::make_shared<ChatGeneration>(ctx, std::move(writer), request, std::move(*prompt), jobs[0].params.n,
-                                              stream->value_or(false), include_usage, want_logprobs,
+                                              stream->value_or(false), *include_usage, want_logprobs,
                                               as_ids->value_or(false));
   gen->start(std::move(jobs));
 }

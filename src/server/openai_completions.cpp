@@ -218,13 +218,8 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
   auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
   auto stream = opt_bool(body, "stream");
   if (!stream.ok()) return fail(stream.status());
-  bool include_usage = false;
-  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
-    if (!so->is_object()) return fail(errorf("'stream_options' must be an object"));
-    auto iu = opt_bool(*so, "include_usage");
-    if (!iu.ok()) return fail(iu.status());
-    include_usage = iu->value_or(false);
-  }
+  auto include_usage = stream_include_usage(body);
+  if (!include_usage.ok()) return fail(include_usage.status());
   auto echo = opt_bool(body, "echo");
   if (!echo.ok()) return fail(echo.status());
   auto as_ids = opt_bool(body, "return_tokens_as_token_ids");
@@ -253,7 +248,7 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
     jobs.push_back({p.tokens, std::move(s.params)});
   }
   auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, std::move(*prompts),
-                                                    sampling->params.n, stream->value_or(false), include_usage,
+                                                    sampling->params.n, stream->value_or(false), *include_usage,
                                                     echo->value_or(false), want_logprobs, as_ids->value_or(false));
   gen->start(std::move(jobs));
 }
