@@ -32,12 +32,9 @@ struct Args {
 int run(const ModelOptions& mo, const Args& a) {
   using clock = std::chrono::steady_clock;
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
-  auto w = mo.load();
-  if (!w.ok()) return fail(w.status());
-  auto backend = mo.make_backend();
-  if (!backend.ok()) return fail(backend.status());
-  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
-  MiniMaxM2 model(**w, **backend);
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  MiniMaxM2 model(*m->weights, *m->backend);
   EngineConfig c;
   c.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;
   c.scheduler.max_num_seqs = a.max_num_seqs;

@@ -13,6 +13,7 @@
 #include "cli/bench_serve.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "model/greedy.h"
 #include "model/minimax_m2.h"
 #include "util/cpu_features.h"
 #include "util/json.h"
@@ -80,31 +81,14 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
   if (mo.threads > 0) ThreadPool::set_global_threads(mo.threads);
   const auto [ceiling, ceiling_name] = memory_ceiling(mo);
-  auto backend = mo.make_backend();  // before the (long) load: fail fast without a device
-  if (!backend.ok()) return fail(backend.status());
-  auto w = mo.load();
-  if (!w.ok()) return fail(w.status());
-  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
-  MiniMaxM2 model(**w, **backend);
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  MiniMaxM2 model(*m->weights, *m->backend);
   const ModelConfig& c = model.config();
   const DType kv_dtype = a.kv == "f32" ? DType::kF32 : DType::kBF16;
-  const int bs = 16;
-  const int64_t total = a.context + a.tokens + 1;
-  auto cache = model.make_kv_cache(bs, (total + bs - 1) / bs, kv_dtype);
-  std::vector<int32_t> blocks(cache->shape().num_blocks);
-  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
-
+  SingleSequence seq(model, a.context + a.tokens + 1, 16, kv_dtype);
   auto step = [&](const std::vector<int32_t>& toks, int64_t pos, std::vector<float>* logits) {
-    StepInput in;
-    const int64_t n = static_cast<int64_t>(toks.size());
-    in.tokens = toks;
-    for (int64_t i = 0; i < n; ++i) {
-      in.positions.push_back(static_cast<int32_t>(pos + i));
-      in.slots.push_back(pos + i);
-    }
-    in.seqs.push_back({0, n, pos + n, blocks});
-    in.logit_rows.push_back(n - 1);
-    return model.forward(in, *cache, logits);
+    return seq.run(toks, pos, false, model, logits);
   };
 
   // Prefill the context with random tokens.
@@ -137,7 +121,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   double mean = 0;
   for (double t : times) mean += t / times.size();
   const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
-  const uint64_t bytes = decode_bytes_per_token(**w, ctx_mid, kv_dtype);
+  const uint64_t bytes = decode_bytes_per_token(*m->weights, ctx_mid, kv_dtype);
   const double achieved = bytes / median;
 
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers,

@@ -26,12 +26,9 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   if (a.max_tokens < 1) return fail(errorf("--max-tokens must be at least 1"));
   auto ids = parse_id_list(a.ids);
   if (!ids.ok()) return fail(ids.status());
-  auto w = mo.load();
-  if (!w.ok()) return fail(w.status());
-  auto backend = mo.make_backend();
-  if (!backend.ok()) return fail(backend.status());
-  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
-  MiniMaxM2 model(**w, **backend);
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  MiniMaxM2 model(*m->weights, *m->backend);
   GreedyOptions o;
   o.max_tokens = a.max_tokens;
   o.ignore_eos = a.ignore_eos;

@@ -21,12 +21,9 @@ int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::s
   if (!ids.ok()) return fail(ids.status());
   auto kv_dtype = parse_kv_dtype(kv);
   if (!kv_dtype.ok()) return fail(kv_dtype.status());
-  auto w = mo.load();
-  if (!w.ok()) return fail(w.status());
-  auto backend = mo.make_backend();
-  if (!backend.ok()) return fail(backend.status());
-  if (Status s = (*backend)->prepare_weights(**w); !s.ok()) return fail(s);
-  MiniMaxM2 model(**w, **backend);
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  MiniMaxM2 model(*m->weights, *m->backend);
   auto logits = all_logits(model, *ids, *kv_dtype);
   if (!logits.ok()) return fail(logits.status());
   const int64_t n = static_cast<int64_t>(ids->size());

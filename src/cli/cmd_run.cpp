@@ -35,8 +35,7 @@ struct RunArgs {
 };
 
 struct Chat {
-  std::unique_ptr<ModelWeights> weights;
-  std::unique_ptr<Backend> backend;
+  LoadedModel loaded;
   std::unique_ptr<MiniMaxM2> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::optional<text::ChatTemplate> chat_template;
@@ -49,10 +48,8 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   M2_ASSIGN_OR_RETURN(c->tokenizer, text::Tokenizer::load_from_dir(mo.model));
   M2_ASSIGN_OR_RETURN(text::ChatTemplate t, text::ChatTemplate::load_from_dir(mo.model));
   c->chat_template.emplace(std::move(t));
-  M2_ASSIGN_OR_RETURN(c->weights, mo.load());
-  M2_ASSIGN_OR_RETURN(c->backend, mo.make_backend());
-  M2_RETURN_IF_ERROR(c->backend->prepare_weights(*c->weights));
-  c->model = std::make_unique<MiniMaxM2>(*c->weights, *c->backend);
+  M2_ASSIGN_OR_RETURN(c->loaded, mo.load_on_backend());
+  c->model = std::make_unique<MiniMaxM2>(*c->loaded.weights, *c->loaded.backend);
   EngineConfig ec;
   ec.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;
   ec.kv_cache_bytes = 512ll << 20;

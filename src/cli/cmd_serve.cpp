@@ -81,12 +81,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   (*srv)->start();
   log_info("m2cpp serve: listening on http://{}:{}", a.host, (*srv)->port());
 
-  auto weights = mo.load();
-  if (!weights.ok()) return fail(weights.status());
-  auto backend = mo.make_backend();
-  if (!backend.ok()) return fail(backend.status());
-  if (Status s = (*backend)->prepare_weights(**weights); !s.ok()) return fail(s);
-  MiniMaxM2 model(**weights, **backend);
+  auto loaded = mo.load_on_backend();
+  if (!loaded.ok()) return fail(loaded.status());
+  MiniMaxM2 model(*loaded->weights, *loaded->backend);
   auto tokenizer = text::Tokenizer::load_from_dir(mo.model);
   if (!tokenizer.ok()) return fail(tokenizer.status().with_context("the server needs the model's tokenizer"));
   auto chat_template = text::ChatTemplate::load_from_dir(mo.model);

@@ -66,6 +66,14 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   return errorf("--device {}: not available in this build", device);
 }
 
+Result<LoadedModel> ModelOptions::load_on_backend() const {
+  LoadedModel m;
+  M2_ASSIGN_OR_RETURN(m.backend, make_backend());
+  M2_ASSIGN_OR_RETURN(m.weights, load());
+  M2_RETURN_IF_ERROR(m.backend->prepare_weights(*m.weights));
+  return m;
+}
+
 std::string default_model_dir() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("M2CPP_MODEL"); env && *env) return env;

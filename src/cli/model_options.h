@@ -12,6 +12,13 @@
 
 namespace m2::cli {
 
+// Weights made usable by a backend.
+struct LoadedModel {
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<Backend> backend;
+};
+
+
 struct ModelOptions {
   std::string model;              // directory, or config.json for dummy weights
   std::string load_format = "auto";
@@ -25,6 +32,9 @@ struct ModelOptions {
   // Applies --threads, then loads the weights.
   Result<std::unique_ptr<ModelWeights>> load() const;
   Result<std::unique_ptr<Backend>> make_backend() const;
+  // The backend first (a missing device fails before a long load), then the
+  // weights, prepared on it (uploaded to a GPU).
+  Result<LoadedModel> load_on_backend() const;
 };
 
 // "cuda" -> 0, "cuda:N" -> N, anything else -> -1.

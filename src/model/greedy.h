@@ -3,11 +3,31 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "model/minimax_m2.h"
 
 namespace m2 {
+
+// A single sequence owning every block of its own cache, in order (the slot
+// of position p is p): the cache and steps of `logits`, `generate` and the
+// decode benchmark.
+struct SingleSequence {
+  std::unique_ptr<KvCache> cache;
+  std::vector<int32_t> blocks;
+
+  // A cache for `tokens` positions.
+  SingleSequence(MiniMaxM2& model, int64_t tokens, int block_size, DType kv_dtype);
+  // The step computing `tokens` at positions [start, start + size): the
+  // logits of every row, or of the last one.
+  StepInput step(std::span<const int32_t> tokens, int64_t start, bool all_logits) const;
+  Status run(std::span<const int32_t> tokens, int64_t start, bool all_logits, MiniMaxM2& model,
+             std::vector<float>* logits) {
+    return model.forward(step(tokens, start, all_logits), *cache, logits);
+  }
+};
 
 // Logits [ids.size(), vocab] of every position from one forward pass.
 Result<std::vector<float>> all_logits(MiniMaxM2& model, std::span<const int32_t> ids, DType kv_dtype);
