@@ -119,12 +119,11 @@ void Engine::abort(const std::string& request_id) {
   requests_.erase(it);
 }
 
-void Engine::finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out) {
+void Engine::finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out,
+                    bool at_stop_string) {
   auto t = texts_.find(seq.id);
   if (t != texts_.end()) {
-    const bool string_stop = reason == FinishReason::kStop && !seq.params.stop.empty() &&
-                             std::find(seq.params.stop.begin(), seq.params.stop.end(), stop_reason) != seq.params.stop.end();
-    if (!string_stop) {
+    if (!at_stop_string) {
       auto rest = t->second.detok->finish();
       if (rest.ok()) t->second.stops->append(*rest, false);
     }
@@ -162,7 +161,7 @@ void Engine::append_token(Sequence& seq, const SampledToken& tok, RequestOutput&
     auto delta = t->second.detok->push(tok.id);
     const std::string d = delta.ok() ? *delta : std::string();
     const auto hit = t->second.stops->append(d, checks_on);
-    if (hit) return finish(seq, FinishReason::kStop, p.stop[*hit], out);
+    if (hit) return finish(seq, FinishReason::kStop, p.stop[*hit], out, /*at_stop_string=*/true);
     out.new_text += t->second.stops->take_emittable(false);
   }
   if (n_out >= p.max_tokens || seq.num_tokens() >= max_model_len_) finish(seq, FinishReason::kLength, "", out);

@@ -86,7 +86,10 @@ class Engine {
 
   Engine(MiniMaxM2& model, const text::Tokenizer* tokenizer, const EngineConfig& config, int64_t num_blocks);
   void append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out);
-  void finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out);
+  // `at_stop_string`: the text was cut before a stop string, so the
+  // detokenizer's held bytes are dropped rather than flushed.
+  void finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out,
+              bool at_stop_string = false);
 
   MiniMaxM2& model_;
   const text::Tokenizer* tokenizer_;
