@@ -23,29 +23,11 @@
 namespace m2::test {
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy_prompt, greedy_ids;
-  NpyArray logits;
-};
-
-Reference load_reference(const std::string& variant) {
-  Reference r;
-  auto j = read_json_file(cuda_data_path("reference/" + variant + "/prompt.json"));
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  r.prompt = (*j)["prompt_ids"].get<std::vector<int32_t>>();
-  r.greedy_prompt = (*j)["greedy_prompt_ids"].get<std::vector<int32_t>>();
-  r.greedy_ids = (*j)["greedy_ids"].get<std::vector<int32_t>>();
-  auto l = read_npy(cuda_data_path("reference/" + variant + "/logits.npy"));
-  EXPECT_TRUE(l.ok()) << l.status().message();
-  r.logits = std::move(l.value());
-  return r;
-}
-
 class CudaModel : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    auto w = load_model(cuda_data_path(GetParam()), LoadOptions{});
+    auto w = load_model(data_path(GetParam()), LoadOptions{});
     ASSERT_TRUE(w.ok()) << w.status().message();
     weights_ = std::move(w.value());
     gpu_ = make_cuda_backend(0);
@@ -191,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaModel, ::testing::Values("m2-tiny-bf16
 // agree.
 TEST(CudaModelLongContext, ThirtyTwoThousandTokensMatchCpuBackend) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  auto w = load_model(cuda_data_path("m2-tiny-fp8"), LoadOptions{});
+  auto w = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
   ASSERT_TRUE(w.ok());
   auto gpu = make_cuda_backend(0);
   ASSERT_TRUE(gpu && gpu->prepare_weights(**w).ok());

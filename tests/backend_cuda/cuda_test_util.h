@@ -15,16 +15,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "../model/test_paths.h"
 #include "model/backend.h"
 
 namespace m2::test {
-
-// tests/data/<rel>, under $M2CPP_SOURCE_DIR when set (binaries built on one
-// machine and run on a GPU machine where the checkout lives elsewhere).
-inline std::string cuda_data_path(const std::string& rel) {
-  const char* root = std::getenv("M2CPP_SOURCE_DIR");
-  return std::string(root && *root ? root : M2CPP_SOURCE_DIR) + "/tests/data/" + rel;
-}
 
 // ‖a − b‖₂ / ‖b‖₂; infinite if a has a non-finite element.
 inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {

@@ -29,14 +29,12 @@ class DemoModelTest : public ::testing::Test {
     weights_ = std::move(w.value());
     backend_ = make_cpu_backend();
     model_ = std::make_unique<MiniMaxM2>(*weights_, *backend_);
-    auto j = read_json_file(test::data_path("reference/m2-demo/prompt.json"));
-    ASSERT_TRUE(j.ok()) << j.status().message();
-    prompt_ = (*j)["prompt_ids"].get<std::vector<int32_t>>();
-    greedy_prompt_ = (*j)["greedy_prompt_ids"].get<std::vector<int32_t>>();
-    greedy_ids_ = (*j)["greedy_ids"].get<std::vector<int32_t>>();
-    auto l = read_npy(test::data_path("reference/m2-demo/logits.npy"));
-    ASSERT_TRUE(l.ok()) << l.status().message();
-    logits_ = std::move(l.value());
+    test::Reference ref = test::load_reference("m2-demo");
+    ASSERT_FALSE(HasFailure());
+    prompt_ = std::move(ref.prompt);
+    greedy_prompt_ = std::move(ref.greedy_prompt);
+    greedy_ids_ = std::move(ref.greedy_ids);
+    logits_ = std::move(ref.logits);
   }
 
   std::unique_ptr<ModelWeights> weights_;

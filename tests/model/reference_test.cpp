@@ -16,23 +16,8 @@
 namespace m2 {
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy_prompt, greedy_ids;
-  NpyArray logits;
-};
-
-Reference load_reference(const std::string& variant) {
-  Reference r;
-  auto j = read_json_file(test::data_path("reference/" + variant + "/prompt.json"));
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  r.prompt = (*j)["prompt_ids"].get<std::vector<int32_t>>();
-  r.greedy_prompt = (*j)["greedy_prompt_ids"].get<std::vector<int32_t>>();
-  r.greedy_ids = (*j)["greedy_ids"].get<std::vector<int32_t>>();
-  auto l = read_npy(test::data_path("reference/" + variant + "/logits.npy"));
-  EXPECT_TRUE(l.ok()) << l.status().message();
-  r.logits = std::move(l.value());
-  return r;
-}
+using test::load_reference;
+using test::Reference;
 
 class ReferenceTest : public ::testing::TestWithParam<std::string> {
  protected:
