@@ -36,7 +36,7 @@ int run(const ModelOptions& mo, const Args& a) {
   if (!m.ok()) return fail(m.status());
   MiniMaxM2 model(*m->weights, *m->backend);
   EngineConfig c;
-  c.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;
+  c.kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   c.scheduler.max_num_seqs = a.max_num_seqs;
   c.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
   const KvCacheShape per = model.kv_shape(16, 1, c.kv_dtype);

@@ -85,7 +85,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   if (!m.ok()) return fail(m.status());
   MiniMaxM2 model(*m->weights, *m->backend);
   const ModelConfig& c = model.config();
-  const DType kv_dtype = a.kv == "f32" ? DType::kF32 : DType::kBF16;
+  const DType kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   SingleSequence seq(model, a.context + a.tokens + 1, 16, kv_dtype);
   auto step = [&](const std::vector<int32_t>& toks, int64_t pos, std::vector<float>* logits) {
     return seq.run(toks, pos, false, model, logits);

@@ -33,7 +33,7 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   o.max_tokens = a.max_tokens;
   o.ignore_eos = a.ignore_eos;
   o.eos_ids = model_eos_ids(mo.model, model.config());
-  o.kv_dtype = a.kv == "bf16" ? DType::kBF16 : DType::kF32;
+  o.kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   o.prefill_chunk = a.prefill_chunk;
   auto out = generate_greedy(model, *ids, o);
   if (!out.ok()) return fail(out.status());

@@ -8,13 +8,6 @@
 namespace m2::cli {
 namespace {
 
-Result<DType> parse_kv_dtype(const std::string& s) {
-  if (s == "f32" || s == "float32") return DType::kF32;
-  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
-  if (s == "fp8" || s == "fp8_e4m3") return DType::kF8E4M3;
-  return errorf("--kv-dtype {}: expected f32, bf16 or fp8", s);
-}
-
 int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::string& out, const std::string& kv) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
   auto ids = parse_id_list(ids_text);

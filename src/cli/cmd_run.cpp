@@ -51,7 +51,7 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   M2_ASSIGN_OR_RETURN(c->loaded, mo.load_on_backend());
   c->model = std::make_unique<MiniMaxM2>(*c->loaded.weights, *c->loaded.backend);
   EngineConfig ec;
-  ec.kv_dtype = a.kv == "f32" ? DType::kF32 : a.kv == "fp8" ? DType::kF8E4M3 : DType::kBF16;
+  M2_ASSIGN_OR_RETURN(ec.kv_dtype, parse_kv_dtype(a.kv));
   ec.kv_cache_bytes = 512ll << 20;
   ec.scheduler.max_num_seqs = 1;
   M2_ASSIGN_OR_RETURN(c->engine, Engine::create(*c->model, c->tokenizer.get(), ec));

@@ -42,12 +42,6 @@ struct ServeArgs {
   double step_delay_ms = 0;
 };
 
-DType kv_dtype(const std::string& name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "fp8") return DType::kF8E4M3;
-  return DType::kBF16;  // auto, bf16
-}
-
 int run_serve(ModelOptions mo, const ServeArgs& a) {
   auto fail = [](const Status& s) { return log_error("serve: {}", s.message()), 1; };
   if (mo.model.empty()) mo.model = default_model_dir();  // the bundled demo model
@@ -100,7 +94,7 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   EngineConfig ec;
   ec.block_size = a.block_size;
   ec.kv_cache_bytes = a.kv_cache_memory;
-  ec.kv_dtype = kv_dtype(a.kv_cache_dtype);
+  ec.kv_dtype = parse_kv_dtype(a.kv_cache_dtype).value();  // the option's check allows only valid names
   ec.prefix_cache = a.prefix_caching;
   ec.max_model_len = a.max_model_len;
   ec.scheduler.max_num_seqs = a.max_num_seqs;

@@ -74,6 +74,13 @@ Result<LoadedModel> ModelOptions::load_on_backend() const {
   return m;
 }
 
+Result<DType> parse_kv_dtype(const std::string& name) {
+  if (name == "f32" || name == "float32") return DType::kF32;
+  if (name == "bf16" || name == "bfloat16" || name == "auto") return DType::kBF16;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::kF8E4M3;
+  return errorf("KV cache dtype '{}': expected f32, bf16 or fp8", name);
+}
+
 std::string default_model_dir() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("M2CPP_MODEL"); env && *env) return env;

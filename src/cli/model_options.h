@@ -45,6 +45,10 @@ int parse_cuda_device(const std::string& device);
 // directory; empty if none exists.
 std::string default_model_dir();
 
+// A KV-cache dtype name (f32/float32, bf16/bfloat16/auto, fp8/fp8_e4m3),
+// the same for every command.
+Result<DType> parse_kv_dtype(const std::string& name);
+
 // "1,2,3" -> ids.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);
 
