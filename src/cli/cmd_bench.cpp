@@ -1,5 +1,5 @@
 // m2cpp bench: measured performance beside the machine's own ceilings.
-//   bench roofline   host memory bandwidth and fp32 matmul throughput
+//   bench roofline   memory bandwidth and matrix throughput of the host or a GPU
 //   bench decode     batch-1 decode of a model (e.g. dummy weights at the real
 //                    M2 shape): tokens/s and the fraction of the measured
 //                    memory bandwidth that the bytes read per token reach
@@ -56,7 +56,18 @@ struct DecodeArgs {
   std::string json_out;
 };
 
-int run_roofline() {
+int run_roofline(const std::string& device) {
+#ifdef M2CPP_WITH_CUDA
+  if (const int gpu = parse_cuda_device(device); gpu >= 0) {
+    const CudaCeilings c = cuda_measure_ceilings(gpu, true);
+    if (c.copy_bytes_per_s <= 0) return fmt::print(stderr, "error: --device {}: no CUDA device\n", device), 1;
+    fmt::print("gpu {}            device-to-device copy {:.0f} GB/s (read + write)\n", gpu, c.copy_bytes_per_s / 1e9);
+    fmt::print("gpu {}            cuBLASLt dense GEMM: BF16 {:.0f} TFLOP/s, FP8 {:.0f} TFLOP/s\n", gpu,
+               c.bf16_flops / 1e12, c.fp8_flops / 1e12);
+    return 0;
+  }
+#endif
+  if (device != "cpu") return fmt::print(stderr, "error: --device {}: not available in this build\n", device), 1;
   const auto bw = cpu::measure_read_bandwidth();
   const double flops = cpu::measure_matmul_flops();
   fmt::print("cpu kernels      {} ({} threads)\n", isa_name(active_isa()), bw.threads);
@@ -152,7 +163,10 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
 Command make_bench(CLI::App& parent) {
   auto* app = parent.add_subcommand("bench", "Benchmarks, each printed beside the machine's measured ceiling");
   app->require_subcommand(1);
-  auto* roof = app->add_subcommand("roofline", "Measure host memory bandwidth and fp32 matmul throughput");
+  auto* roof = app->add_subcommand("roofline",
+                                   "Measure memory bandwidth and matrix throughput of the host (--device cpu) or a GPU");
+  auto roof_device = std::make_shared<std::string>("cpu");
+  roof->add_option("--device", *roof_device, "cpu, or cuda[:N] in CUDA builds");
   auto* dec = app->add_subcommand("decode", "Batch-1 decode speed and its fraction of memory bandwidth");
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<DecodeArgs>();
@@ -168,11 +182,11 @@ Command make_bench(CLI::App& parent) {
   CLI::App *serve = nullptr, *plot = nullptr;
   auto run_serve = add_bench_serve(app, &serve);
   auto run_plot = add_bench_plot(app, &plot);
-  return {app, [roof, dec, eng, run_engine, serve, run_serve, plot, run_plot, mo, a] {
+  return {app, [roof, roof_device, dec, eng, run_engine, serve, run_serve, plot, run_plot, mo, a] {
             if (eng->parsed()) return run_engine();
             if (serve->parsed()) return run_serve();
             if (plot->parsed()) return run_plot();
-            if (roof->parsed()) return run_roofline();
+            if (roof->parsed()) return run_roofline(*roof_device);
             if (dec->parsed()) return run_decode(*mo, *a);
             return 1;
           }};
