@@ -119,22 +119,21 @@ void Engine::abort(const std::string& request_id) {
   requests_.erase(it);
 }
 
-void Engine::finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out,
-                    bool at_stop_string) {
+void Engine::finish(Sequence& seq, FinishReason reason, RequestOutput& out, std::string stop_string,
+                    int32_t stop_token_id) {
   auto t = texts_.find(seq.id);
   if (t != texts_.end()) {
-    if (!at_stop_string) {
+    if (stop_string.empty()) {
       auto rest = t->second.detok->finish();
       if (rest.ok()) t->second.stops->append(*rest, false);
     }
     out.new_text += t->second.stops->take_emittable(true);
   }
   seq.state = SeqState::kFinished;
-  seq.finish = reason;
-  seq.stop_reason = stop_reason;
   out.finished = true;
   out.finish_reason = reason;
-  out.stop_reason = std::move(stop_reason);
+  out.stop_string = std::move(stop_string);
+  out.stop_token_id = stop_token_id;
 }
 
 void Engine::append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out) {
@@ -153,18 +152,18 @@ void Engine::append_token(Sequence& seq, const SampledToken& tok, RequestOutput&
   const int64_t n_out = seq.num_output();
   const bool checks_on = n_out > p.min_tokens || p.min_tokens == 0;
   if (checks_on && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok.id) != p.stop_token_ids.end())
-    return finish(seq, FinishReason::kStop, std::to_string(tok.id), out);
+    return finish(seq, FinishReason::kStop, out, {}, tok.id);
   if (!p.ignore_eos && std::binary_search(eos_ids_.begin(), eos_ids_.end(), tok.id))
-    return finish(seq, FinishReason::kStop, "", out);
+    return finish(seq, FinishReason::kStop, out);
   auto t = texts_.find(seq.id);
   if (t != texts_.end()) {
     auto delta = t->second.detok->push(tok.id);
     const std::string d = delta.ok() ? *delta : std::string();
     const auto hit = t->second.stops->append(d, checks_on);
-    if (hit) return finish(seq, FinishReason::kStop, p.stop[*hit], out, /*at_stop_string=*/true);
+    if (hit) return finish(seq, FinishReason::kStop, out, p.stop[*hit]);
     out.new_text += t->second.stops->take_emittable(false);
   }
-  if (n_out >= p.max_tokens || seq.num_tokens() >= max_model_len_) finish(seq, FinishReason::kLength, "", out);
+  if (n_out >= p.max_tokens || seq.num_tokens() >= max_model_len_) finish(seq, FinishReason::kLength, out);
 }
 
 Result<std::vector<RequestOutput>> Engine::step() {

@@ -42,7 +42,8 @@ struct RequestOutput {
   std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // once, with the first output
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string stop_reason;
+  std::string stop_string;                // the stop string that ended it (excluded from the text)
+  int32_t stop_token_id = -1;             // the stop_token_ids entry that ended it
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;
   int64_t num_output_tokens = 0;
@@ -86,10 +87,10 @@ class Engine {
 
   Engine(MiniMaxM2& model, const text::Tokenizer* tokenizer, const EngineConfig& config, int64_t num_blocks);
   void append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out);
-  // `at_stop_string`: the text was cut before a stop string, so the
-  // detokenizer's held bytes are dropped rather than flushed.
-  void finish(Sequence& seq, FinishReason reason, std::string stop_reason, RequestOutput& out,
-              bool at_stop_string = false);
+  // A stop string cut the text before it: the detokenizer's held bytes are
+  // dropped rather than flushed.
+  void finish(Sequence& seq, FinishReason reason, RequestOutput& out, std::string stop_string = {},
+              int32_t stop_token_id = -1);
 
   MiniMaxM2& model_;
   const text::Tokenizer* tokenizer_;

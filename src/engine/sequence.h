@@ -35,8 +35,6 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // chained hash of each full block of `tokens`
 
   SeqState state = SeqState::kWaiting;
-  FinishReason finish = FinishReason::kNone;
-  std::string stop_reason;           // the stop string or token that ended it
   int num_preemptions = 0;
   std::unordered_map<int32_t, int> output_counts;
   std::vector<SampledToken> output_logprobs;

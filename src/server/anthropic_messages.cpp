@@ -26,10 +26,9 @@ std::string tool_use_id(const std::string& call_id) {
 class MessagesGeneration final : public Generation {
  public:
   MessagesGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
-                     ChatPrompt prompt, std::vector<std::string> stops, bool stream)
+                     ChatPrompt prompt, bool stream)
       : Generation(ctx, std::move(writer), request, ApiFlavor::kAnthropic, "msg_" + random_hex(12), stream),
-        prompt_(std::move(prompt)),
-        stops_(std::move(stops)) {
+        prompt_(std::move(prompt)) {
     prompt_.parse.reasoning = text::ReasoningMode::kSplit;
     if (stream_) parser_ = std::make_unique<text::AssistantStreamParser>(prompt_.parse);
   }
@@ -115,9 +114,7 @@ class MessagesGeneration final : public Generation {
     }
     if (o.finished) {
       finish_ = o.finish_reason;
-      if (o.finish_reason == FinishReason::kStop &&
-          std::find(stops_.begin(), stops_.end(), o.stop_reason) != stops_.end())
-        stop_string_ = o.stop_reason;
+      if (!o.stop_string.empty()) stop_string_ = o.stop_string;
     }
     if (!stream_) {
       raw_ += o.new_text;
@@ -176,7 +173,6 @@ class MessagesGeneration final : public Generation {
   }
 
   ChatPrompt prompt_;
-  std::vector<std::string> stops_;
   std::unique_ptr<text::AssistantStreamParser> parser_;
   std::string raw_;
   bool started_ = false, has_tool_calls_ = false;
@@ -208,8 +204,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
   std::vector<EngineJob> jobs(1);
   jobs[0].prompt = prompt->tokens;
   jobs[0].params = params;
-  auto gen = std::make_shared<MessagesGeneration>(ctx, std::move(writer), request, std::move(*prompt), params.stop,
-                                                  req->stream);
+  auto gen = std::make_shared<MessagesGeneration>(ctx, std::move(writer), request, std::move(*prompt), req->stream);
   gen->start(std::move(jobs));
 }
 

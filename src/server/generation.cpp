@@ -141,4 +141,10 @@ void Generation::log_done(int status, const std::string& finish_reason) {
   log_access(r);
 }
 
+OrderedJson stop_reason_json(const RequestOutput& o) {
+  if (!o.stop_string.empty()) return o.stop_string;
+  if (o.stop_token_id >= 0) return o.stop_token_id;
+  return nullptr;
+}
+
 }  // namespace m2::server

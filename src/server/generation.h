@@ -72,4 +72,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool failed_ = false, logged_ = false;
 };
 
+// vLLM's `stop_reason`: the stop string, or the stop token id, or null (EOS,
+// length).
+OrderedJson stop_reason_json(const RequestOutput& o);
+
 }  // namespace m2::server

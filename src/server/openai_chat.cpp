@@ -21,14 +21,6 @@ const char* openai_finish(FinishReason reason, bool tool_calls) {
   }
 }
 
-// vLLM's stop_reason: the stop string, or the stop token id, or null (EOS / length).
-OrderedJson stop_reason_json(const RequestOutput& o) {
-  if (o.stop_reason.empty()) return nullptr;
-  bool digits = true;
-  for (char c : o.stop_reason) digits = digits && c >= '0' && c <= '9';
-  return digits ? OrderedJson(std::stoll(o.stop_reason)) : OrderedJson(o.stop_reason);
-}
-
 class ChatGeneration final : public Generation {
  public:
   ChatGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,

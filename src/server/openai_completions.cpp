@@ -162,7 +162,7 @@ class CompletionGeneration final : public Generation {
     piece += o.new_text;
     if (o.finished) {
       c.finish = completion_finish(o.finish_reason);
-      c.stop_reason = o.stop_reason.empty() ? OrderedJson(nullptr) : OrderedJson(o.stop_reason);
+      c.stop_reason = stop_reason_json(o);
     }
     if (!stream_) {
       c.text += piece;
