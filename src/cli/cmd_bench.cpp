@@ -90,7 +90,7 @@ std::pair<double, std::string> memory_ceiling(const ModelOptions& mo) {
 
 int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
-  if (mo.threads > 0) ThreadPool::set_global_threads(mo.threads);
+  mo.apply_threads();
   const auto [ceiling, ceiling_name] = memory_ceiling(mo);
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());

@@ -39,8 +39,12 @@ LoadOptions ModelOptions::load_options() const {
 }
 
 Result<std::unique_ptr<ModelWeights>> ModelOptions::load() const {
-  if (threads > 0) ThreadPool::set_global_threads(threads);
+  apply_threads();
   return load_model(model, load_options());
+}
+
+void ModelOptions::apply_threads() const {
+  if (threads > 0) ThreadPool::set_global_threads(threads);
 }
 
 int parse_cuda_device(const std::string& device) {
@@ -55,6 +59,7 @@ int parse_cuda_device(const std::string& device) {
 }
 
 Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
+  apply_threads();  // before the backend takes the global pool
   if (device == "cpu") return make_cpu_backend();
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {

@@ -35,6 +35,8 @@ struct ModelOptions {
   // The backend first (a missing device fails before a long load), then the
   // weights, prepared on it (uploaded to a GPU).
   Result<LoadedModel> load_on_backend() const;
+  // Sizes the global thread pool from --threads (before any backend exists).
+  void apply_threads() const;
 };
 
 // "cuda" -> 0, "cuda:N" -> N, anything else -> -1.

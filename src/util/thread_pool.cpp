@@ -105,7 +105,7 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::set_global_threads(int n_threads) {
   std::lock_guard<std::mutex> lock(g_global_mutex);
   g_global_threads = n_threads;
-  g_global.reset();
+  if (g_global && g_global->size() != std::max(1, n_threads)) g_global.reset();
 }
 
 }  // namespace m2

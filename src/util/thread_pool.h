@@ -35,6 +35,8 @@ class ThreadPool {
   // The process-wide pool used by the CPU backend (hardware threads unless
   // set_global_threads() was called first).
   static ThreadPool& global();
+  // Resizes the global pool; a no-op at its current size. Call it before
+  // anything holds global() (a backend keeps the reference).
   static void set_global_threads(int n_threads);
 
  private:

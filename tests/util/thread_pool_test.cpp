@@ -36,3 +36,17 @@ TEST(ThreadPool, NestedCallsRunInline) {
 
 }  // namespace
 }  // namespace m2
+
+namespace m2 {
+namespace {
+
+TEST(ThreadPool, ResizingTheGlobalPoolToItsSizeKeepsIt) {
+  ThreadPool::set_global_threads(2);
+  ThreadPool* before = &ThreadPool::global();
+  ThreadPool::set_global_threads(2);  // e.g. --threads applied twice
+  EXPECT_EQ(&ThreadPool::global(), before);
+  ThreadPool::set_global_threads(0);
+}
+
+}  // namespace
+}  // namespace m2
