@@ -1,8 +1,9 @@
 // m2cpp bench: measured performance beside the machine's own ceilings.
 //   bench roofline   memory bandwidth and matrix throughput of the host or a GPU
-//   bench decode     batch-1 decode of a model (e.g. dummy weights at the real
-//                    M2 shape): tokens/s and the fraction of the measured
-//                    memory bandwidth that the bytes read per token reach
+//   bench decode     decode of a model (e.g. dummy weights at the real M2
+//                    shape): at batch 1, tokens/s and the fraction of the
+//                    measured memory bandwidth that the bytes read per token
+//                    reach; with --batch N, output tokens/s of N sequences
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -48,8 +49,25 @@ uint64_t decode_bytes_per_token(const ModelWeights& w, int64_t context, DType kv
   return b;
 }
 
+// FLOPs of prefilling `tokens` tokens in one causal pass: 2 per weight of a
+// token's path (dense projections, router, top_k experts) per token, plus
+// QK^T and PV over the causal triangle; the head runs for the last row only.
+double prefill_flops(const ModelWeights& w, int64_t tokens) {
+  const ModelConfig& c = w.config;
+  double per_token = 0;
+  for (const LayerWeights& L : w.layers) {
+    for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj})
+      per_token += 2.0 * l->out_features() * l->in_features();
+    per_token += 2.0 * c.num_local_experts * c.hidden_size;  // router
+    per_token += 2.0 * c.num_experts_per_tok * 3.0 * c.intermediate_size * c.hidden_size;
+  }
+  const double attn = c.num_hidden_layers * 4.0 * c.num_attention_heads * c.head_dim * (tokens * (tokens + 1) / 2.0);
+  return per_token * tokens + attn + 2.0 * w.lm_head.out_features() * w.lm_head.in_features();
+}
+
 struct DecodeArgs {
   int64_t context = 1024;
+  int batch = 1;
   int tokens = 16;
   int prefill_chunk = 256;
   std::string kv = "bf16";
@@ -118,8 +136,11 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   int64_t pos = a.context;
   auto next = [&] { return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
   if (a.context == 0) logits.assign(c.vocab_size, 0.0f);
-  Status s = step({next()}, pos++, &logits);  // warm-up step (page faults, thread wake-up)
-  if (!s.ok()) return fail(s);
+  Status s;
+  for (int i = 0; i < 2; ++i) {  // warm-up steps (page faults, thread wake-up; the GPU records its step graph)
+    s = step({next()}, pos++, &logits);
+    if (!s.ok()) return fail(s);
+  }
   std::vector<double> times;
   for (int i = 0; i < a.tokens; ++i) {
     const auto t0 = clock::now();
@@ -141,6 +162,15 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
              ThreadPool::global().size());
   fmt::print("prefill          {} tokens in {:.2f} s ({:.1f} tokens/s)\n", a.context, prefill_s,
              a.context / std::max(prefill_s, 1e-9));
+  double peak = 0;  // FP8 dense GEMM peak of the GPU, measured now
+#ifdef M2CPP_WITH_CUDA
+  if (const int gpu = parse_cuda_device(mo.device); gpu >= 0 && a.prefill_chunk >= a.context && a.context > 0)
+    peak = cuda_measure_ceilings(gpu, true).fp8_flops;
+#endif
+  const double pf = a.context > 0 ? prefill_flops(*m->weights, a.context) / std::max(prefill_s, 1e-9) : 0;
+  if (peak > 0)
+    fmt::print("prefill FLOP/s   {:.1f} TFLOP/s vs {:.0f} TFLOP/s measured cuBLASLt FP8 peak = {:.1f} %\n", pf / 1e12,
+               peak / 1e12, 100.0 * pf / peak);
   fmt::print("decode           {} steps at context {}..{}: median {:.2f} ms/token, mean {:.2f} ms ({:.2f} tokens/s)\n",
              a.tokens, a.context + 1, pos - 1, median * 1e3, mean * 1e3, 1.0 / median);
   fmt::print("bytes/token      {:.1f} MB (weights of the token's path + KV in {})\n", bytes / 1e6,
@@ -154,7 +184,75 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
               {"achieved_bytes_per_s", achieved},  {"ceiling_bytes_per_s", ceiling},
               {"fraction_of_ceiling", achieved / ceiling}, {"device", mo.device}, {"ceiling", ceiling_name},
               {"isa", std::string(isa_name(active_isa()))}, {"threads", ThreadPool::global().size()},
-              {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)}};
+              {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)},
+              {"prefill_flops_per_s", pf}, {"fp8_peak_flops", peak}};
+    std::ofstream(a.json_out) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+// Decode at batch B: B sequences of `context` tokens each, one new token per
+// sequence per step, all logit rows to the host (as the engine takes them).
+// The contexts' KV entries are not computed (prefilling B x context tokens
+// would dominate the run and their values do not change the work of a
+// step); each sequence reads its own KV blocks.
+int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
+  auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
+  mo.apply_threads();
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  MiniMaxM2 model(*m->weights, *m->backend);
+  const ModelConfig& c = model.config();
+  const DType kv_dtype = parse_kv_dtype(a.kv).value();
+  const int bs = 16, B = a.batch;
+  const int64_t per_seq = (a.context + a.tokens + 3 + bs - 1) / bs;
+  auto cache = model.make_kv_cache(bs, per_seq * B, kv_dtype);
+  std::vector<std::vector<int32_t>> tables(B);
+  for (int b = 0; b < B; ++b)
+    for (int64_t i = 0; i < per_seq; ++i) tables[b].push_back(static_cast<int32_t>(b * per_seq + i));
+  std::mt19937 rng(1);
+  std::vector<int32_t> last(B);
+  for (auto& t : last) t = static_cast<int32_t>(rng() % c.vocab_size);
+  std::vector<float> logits;
+  int64_t pos = a.context;
+  auto step = [&] {
+    StepInput in;
+    for (int b = 0; b < B; ++b) {
+      in.tokens.push_back(last[b]);
+      in.positions.push_back(static_cast<int32_t>(pos));
+      in.slots.push_back(static_cast<int64_t>(tables[b][pos / bs]) * bs + pos % bs);
+      in.seqs.push_back({b, 1, pos + 1, tables[b]});
+      in.logit_rows.push_back(b);
+    }
+    Status s = model.forward(in, *cache, &logits);
+    for (int b = 0; b < B && s.ok(); ++b) {
+      const float* row = logits.data() + static_cast<int64_t>(b) * c.vocab_size;
+      last[b] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
+    }
+    ++pos;
+    return s;
+  };
+  for (int i = 0; i < 3; ++i) {  // warm-up: scratch growth, then the step graph is recorded
+    Status s = step();
+    if (!s.ok()) return fail(s);
+  }
+  std::vector<double> times;
+  for (int i = 0; i < a.tokens; ++i) {
+    const auto t0 = clock::now();
+    Status s = step();
+    if (!s.ok()) return fail(s);
+    times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers, mo.model,
+             c.num_local_experts, c.num_experts_per_tok, mo.load_format);
+  fmt::print("device           {}\n", mo.device);
+  fmt::print("decode           batch {}, {} steps at context {}..{}: median {:.2f} ms/step = {:.1f} output tokens/s\n",
+             B, a.tokens, a.context + 4, pos, median * 1e3, B / median);
+  if (!a.json_out.empty()) {
+    Json j = {{"layers", c.num_hidden_layers}, {"context", a.context}, {"batch", B},
+              {"median_s_per_step", median},   {"tokens_per_s", B / median}, {"device", mo.device}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -167,12 +265,14 @@ Command make_bench(CLI::App& parent) {
                                    "Measure memory bandwidth and matrix throughput of the host (--device cpu) or a GPU");
   auto roof_device = std::make_shared<std::string>("cpu");
   roof->add_option("--device", *roof_device, "cpu, or cuda[:N] in CUDA builds");
-  auto* dec = app->add_subcommand("decode", "Batch-1 decode speed and its fraction of memory bandwidth");
+  auto* dec = app->add_subcommand("decode", "Decode speed: batch 1 beside the memory bandwidth, or --batch N");
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<DecodeArgs>();
   mo->add_to(dec);
   dec->add_option("--context", a->context, "Tokens of context before decoding");
   dec->add_option("--tokens", a->tokens, "Decode steps to time");
+  dec->add_option("--batch", a->batch, "Sequences decoded together (above 1: output tokens/s of the batch)")
+      ->check(CLI::Range(1, 4096));
   dec->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per prefill step");
   dec->add_option("--kv-dtype", a->kv, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   dec->add_option("--json", a->json_out, "Also write the figures to this JSON file");
@@ -187,7 +287,7 @@ Command make_bench(CLI::App& parent) {
             if (serve->parsed()) return run_serve();
             if (plot->parsed()) return run_plot();
             if (roof->parsed()) return run_roofline(*roof_device);
-            if (dec->parsed()) return run_decode(*mo, *a);
+            if (dec->parsed()) return a->batch > 1 ? run_decode_batch(*mo, *a) : run_decode(*mo, *a);
             return 1;
           }};
 }

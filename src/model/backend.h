@@ -90,6 +90,52 @@ class Backend {
                      Routing out) = 0;
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
   virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
+
+  // ---- Fused steps: by default the ops above in sequence; a backend
+  // overrides them to save launches and passes over memory (CUDA decode).
+  // x += y, then out = rms_norm(x) (the residual add before each norm).
+  virtual void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
+    add(x, y);
+    rms_norm(x, weight, eps, out);
+  }
+  // The q, k and v projections of the same input.
+  virtual void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
+    matmul(x, wq, q);
+    matmul(x, wk, k);
+    matmul(x, wv, v);
+  }
+  // qk_norm_rope, then kv_store of the rotated k and of v.
+  virtual void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                                  std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache,
+                                  int layer, std::span<const int64_t> slots) {
+    qk_norm_rope(q, k, q_norm, k_norm, eps, positions, rope);
+    kv_store(cache, layer, k, v, slots);
+  }
+
+  // ---- Step graphs: the ops of a decode step recorded once per shape and
+  // replayed (CUDA graphs). A backend without them runs every op eagerly.
+  // The step's small host inputs, handed over before its ops so that they
+  // (and any replay) read them from fixed device addresses. `context_bound`
+  // bounds every sequence's context_len (a recorded step's work is sized by
+  // it, so that one recording serves every context up to it).
+  struct StepArrays {
+    std::span<const int32_t> tokens;
+    std::span<const int32_t> positions;
+    std::span<const int64_t> slots;
+    std::span<const SeqSlice> seqs;
+    int num_heads = 0;
+    int num_kv_heads = 0;
+    int64_t context_bound = 0;
+  };
+  enum class GraphMode { kEager, kCapturing, kReplayed };
+  // Called before the ops of every step with its arrays and, for a step that
+  // may be recorded, a nonzero `graph_key` naming its shape (0: never
+  // record). Returns kReplayed (the ops recorded under the key were queued:
+  // skip them), kCapturing (issue the ops, then end_graph) or kEager (issue
+  // the ops; nothing is recorded).
+  virtual GraphMode begin_step(uint64_t graph_key, const StepArrays& step) { return GraphMode::kEager; }
+  // Ends a recording started by begin_step and queues the recorded ops.
+  virtual void end_graph() {}
 };
 
 // The CPU backend (backend/cpu), the reference for every other backend.

@@ -1,5 +1,7 @@
 #include "model/minimax_m2.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace m2 {
@@ -77,25 +79,45 @@ Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float
   routing.weights = scratch(kRouteW, T, routing.top_k).data;
 
   Backend& b = backend_;
-  b.embed(weights_.embed, in.tokens, x);
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerWeights& L = weights_.layers[l];
-    // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)).
-    b.rms_norm(x, L.input_norm, eps, h);
-    b.matmul(h, L.q_proj, q);
-    b.matmul(h, L.k_proj, k);
-    b.matmul(h, L.v_proj, v);
-    b.qk_norm_rope(q, k, L.q_norm, L.k_norm, eps, in.positions, rope);
-    b.kv_store(cache, l, k, v, in.slots);
-    b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
-    b.matmul(attn, L.o_proj, out);
+  // A pure decode step (one row per sequence) is recorded once per batch size
+  // and context bucket and replayed; anything else runs op by op.
+  bool decode = true;
+  int64_t max_context = 0;
+  for (const SeqSlice& s : in.seqs) {
+    decode = decode && s.num_rows == 1;
+    max_context = std::max(max_context, s.context_len);
+  }
+  Backend::StepArrays arrays{in.tokens, in.positions, in.slots, in.seqs, c.num_attention_heads,
+                             c.num_key_value_heads, max_context};
+  uint64_t graph_key = 0;  // none
+  if (decode) {
+    arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));
+    graph_key = static_cast<uint64_t>(T) << 40 | static_cast<uint64_t>(arrays.context_bound);
+  }
+  const Backend::GraphMode mode = b.begin_step(graph_key, arrays);
+  if (mode != Backend::GraphMode::kReplayed) {
+    b.embed(weights_.embed, in.tokens, x);
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      const LayerWeights& L = weights_.layers[l];
+      // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)); the
+      // previous block's residual add is fused into this block's norm.
+      if (l == 0) {
+        b.rms_norm(x, L.input_norm, eps, h);
+      } else {
+        b.add_rms_norm(x, out, L.input_norm, eps, h);
+      }
+      b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v);
+      b.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, eps, in.positions, rope, cache, l, in.slots);
+      b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
+      b.matmul(attn, L.o_proj, out);
+      // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
+      b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
+      b.route(h, L.router, L.router_bias, c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor),
+              routing);
+      b.moe(h, L, routing, out);
+    }
     b.add(x, out);
-    // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
-    b.rms_norm(x, L.post_attention_norm, eps, h);
-    b.route(h, L.router, L.router_bias, c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor),
-            routing);
-    b.moe(h, L, routing, out);
-    b.add(x, out);
+    if (mode == Backend::GraphMode::kCapturing) b.end_graph();
   }
 
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());

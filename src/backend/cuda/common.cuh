@@ -9,6 +9,9 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include "backend/cuda/kernels.h"
 #include "tensor/dtype.h"
@@ -148,6 +151,58 @@ cudaError_t allow_dynamic_smem(Kernel* kernel, size_t bytes) {
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e == cudaSuccess && slot < 32) granted[slot] = {key, bytes};
   return e;
+}
+
+// ---- Programmatic dependent launch (Hopper) ----------------------------------
+// A kernel started with launch_pdl may begin while the kernel before it on the
+// stream is still finishing: it can warm up (prefetch its weights, which no
+// kernel writes) but must call grid_dependency_wait() before it reads what
+// earlier kernels wrote or writes anything. allow_dependents() lets the next
+// kernel start early (it still waits for this one to complete before using
+// its results). Both are no-ops for a kernel launched the ordinary way.
+__device__ inline void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ inline void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Asks L2 to fetch [p, p + bytes) (16-byte aligned, bytes a multiple of 16)
+// without waiting for it: weights a kernel is about to stream.
+__device__ inline void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// M2CPP_CUDA_PDL=0 turns early starts off (every kernel waits for the previous one).
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("M2CPP_CUDA_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream
+// serialisation: see grid_dependency_wait().
+template <class... Params, class... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace m2::cuda

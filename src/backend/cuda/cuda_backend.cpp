@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -76,11 +77,14 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
   const char* sync = std::getenv("M2CPP_CUDA_SYNC");
   sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
+  const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
+  graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_;
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
+  drop_graphs();
   for (void* p : weight_memory_) cudaFree(p);
   cudaStreamDestroy(stream_);
 }
@@ -93,6 +97,7 @@ void CudaBackend::bind() const {
 
 std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
   bind();
+  bump_memory_generation();  // recorded step graphs may hold the address a freed buffer had
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
   if (e != cudaSuccess) {
@@ -122,7 +127,7 @@ void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) 
 
 void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
   bind();
-  const int32_t* d_ids = static_cast<const int32_t*>(ids_.upload(ids.data(), ids.size_bytes(), stream_));
+  const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
   const int64_t T = static_cast<int64_t>(ids.size());
   check(launch_embed(device_view(table, "embed"), table.dtype, out.cols, d_ids, T, out.data, stream_), "embed",
         [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
@@ -142,7 +147,7 @@ void CudaBackend::add(Act x, Act y) {
 
 void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
   bind();
-  const int64_t* d_rows = static_cast<const int64_t*>(rows_.upload(rows.data(), rows.size_bytes(), stream_));
+  const int64_t* d_rows = static_cast<const int64_t*>(upload(rows_, rows.data(), rows.size_bytes(), "rows"));
   check(launch_gather_rows(x.data, x.cols, d_rows, static_cast<int64_t>(rows.size()), out.data, stream_), "gather_rows",
         [&] { return fmt::format("gather_rows of {} rows of {}", rows.size(), shape(x)); });
 }
@@ -157,27 +162,58 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
   check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
 }
 
+namespace {
+QkNormRopeArgs qk_args(Act q, Act k, const void* q_norm, const TensorView& qn, const void* k_norm, const TensorView& kn,
+                       float eps, const RopeParams& rope) {
+  QkNormRopeArgs a;
+  a.q = q.data, a.k = k.data, a.T = q.rows, a.q_dim = q.cols, a.kv_dim = k.cols;
+  a.q_norm = q_norm, a.k_norm = k_norm, a.q_norm_dtype = qn.dtype, a.k_norm_dtype = kn.dtype;
+  a.q_norm_width = q.cols, a.kv_norm_width = k.cols;  // one GPU: the local widths are the full widths
+  a.eps = eps;
+  a.head_dim = rope.head_dim, a.rotary_dim = rope.rotary_dim;
+  for (int i = 0; i < rope.rotary_dim / 2 && i < kQkMaxHalfRotary; ++i)
+    a.inv_freq[i] = 1.0 / std::pow(rope.theta, (2.0 * i) / rope.rotary_dim);  // as the CPU backend
+  return a;
+}
+}  // namespace
+
 void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
                                std::span<const int32_t> positions, const RopeParams& rope) {
   bind();
-  QkNormRopeArgs a;
-  a.q = q.data, a.k = k.data, a.T = q.rows, a.q_dim = q.cols, a.kv_dim = k.cols;
-  a.q_norm = device_view(q_norm, "qk_norm_rope"), a.k_norm = device_view(k_norm, "qk_norm_rope");
-  a.q_norm_dtype = q_norm.dtype, a.k_norm_dtype = k_norm.dtype;
-  a.q_norm_width = q.cols, a.kv_norm_width = k.cols;  // one GPU: the local widths are the full widths
-  a.eps = eps;
-  a.positions = static_cast<const int32_t*>(positions_.upload(positions.data(), positions.size_bytes(), stream_));
-  a.head_dim = rope.head_dim, a.rotary_dim = rope.rotary_dim, a.theta = rope.theta;
+  QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
+                             k_norm, eps, rope);
+  a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
   check(launch_qk_norm_rope(a, stream_), "qk_norm_rope", [&] {
     return fmt::format("qk_norm_rope of q {} and k {} (head_dim {}, rotary_dim {})", shape(q), shape(k), rope.head_dim,
                        rope.rotary_dim);
   });
 }
 
+void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm,
+                                     float eps, std::span<const int32_t> positions, const RopeParams& rope,
+                                     KvCache& cache, int layer, std::span<const int64_t> slots) {
+  const KvCacheShape& s = cache.shape();
+  if (s.scaled() || v.cols != k.cols || s.token_elems() != k.cols) {  // FP8 caches quantise in kv_store
+    Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, positions, rope, cache, layer, slots);
+    return;
+  }
+  bind();
+  QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
+                             k_norm, eps, rope);
+  a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
+  a.v = v.data;
+  a.slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
+  a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.cache_dtype = s.dtype;
+  check(launch_qk_norm_rope(a, stream_), "qk_norm_rope_store", [&] {
+    return fmt::format("qk_norm_rope_store of q {}, k {}, v {} into a {} cache (layer {}, head_dim {}, rotary_dim {})",
+                       shape(q), shape(k), shape(v), dtype_name(s.dtype), layer, rope.head_dim, rope.rotary_dim);
+  });
+}
+
 void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
   bind();
   const KvCacheShape& s = cache.shape();
-  const int64_t* d_slots = static_cast<const int64_t*>(slots_.upload(slots.data(), slots.size_bytes(), stream_));
+  const int64_t* d_slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
   check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.token_elems(),
                         cache.k_base(layer), cache.v_base(layer), s.dtype, stream_),
         "kv_store", [&] {
@@ -191,33 +227,19 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  // Work list: each sequence's (row, head-in-group) vectors in items of 8.
-  std::vector<AttnSeq> seq_list;
-  std::vector<AttnItem> items;
-  std::vector<int32_t> tables;
-  int64_t max_keys = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const SeqSlice& sq = seqs[i];
-    seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
-                        static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
-    tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
-    for (int64_t v = 0; v < sq.num_rows * G; v += kAttnVectors)
-      items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
-    max_keys = std::max(max_keys, sq.context_len);
-  }
-  attn_meta_host_.clear();
-  const size_t seq_off = pack(attn_meta_host_, seq_list), item_off = pack(attn_meta_host_, items);
-  const size_t table_off = pack(attn_meta_host_, tables);
-  const uint8_t* meta = static_cast<const uint8_t*>(attn_meta_.upload(attn_meta_host_, stream_));
+  const AttnMeta meta = upload_attention_meta(seqs, G);
+  // A recorded step is sized by the step's context bound, so that its key
+  // splits serve every context up to it (splits past a sequence's keys are empty).
+  const int64_t max_keys = std::max(meta.max_keys, context_bound_);
 
   AttentionArgs a;
   a.q = q.data, a.out = out.data, a.T = q.rows;
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
   a.block_size = s.block_size, a.kv_heads = s.num_kv_heads, a.head_dim = s.head_dim, a.group = G, a.scale = scale;
-  a.seqs = reinterpret_cast<const AttnSeq*>(meta + seq_off);
-  a.items = reinterpret_cast<const AttnItem*>(meta + item_off);
-  a.num_items = static_cast<int64_t>(items.size());
-  a.block_tables = reinterpret_cast<const int32_t*>(meta + table_off);
+  a.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.seq_off);
+  a.items = reinterpret_cast<const AttnItem*>(meta.device + meta.item_off);
+  a.num_items = meta.num_items;
+  a.block_tables = reinterpret_cast<const int32_t*>(meta.device + meta.table_off);
   // Split the keys when items x kv heads would leave the GPU idle (decode),
   // at least 128 keys (a tile per warp) per split.
   const int64_t blocks = a.num_items * s.num_kv_heads;
@@ -269,6 +291,74 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   };
   if (x.cols != a.experts.hidden) die(cudaErrorInvalidValue, "moe", context(), __FILE__, __LINE__);
   check(launch_moe(a, stream_), "moe", context);
+}
+
+CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group) {
+  // Work list: each sequence's (row, head-in-group) vectors in items of 8.
+  std::vector<AttnSeq> seq_list;
+  std::vector<AttnItem> items;
+  std::vector<int32_t> tables;
+  AttnMeta m;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqSlice& sq = seqs[i];
+    seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
+                        static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
+    tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
+    for (int64_t v = 0; v < sq.num_rows * group; v += kAttnVectors)
+      items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+    m.max_keys = std::max(m.max_keys, sq.context_len);
+  }
+  attn_meta_host_.clear();
+  m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
+  m.table_off = pack(attn_meta_host_, tables);
+  m.num_items = static_cast<int64_t>(items.size());
+  m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
+                                                "the attention work list"));
+  return m;
+}
+
+const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t bytes, const char* what) {
+  if (capturing_ && !array.holds(host, bytes)) {
+    log_error("CUDA graph capture: {} differ from those staged by begin_step (a copy cannot be recorded); "
+              "M2CPP_CUDA_GRAPHS=0 runs without graphs",
+              what);
+    std::abort();
+  }
+  return array.upload(host, bytes, stream_);
+}
+
+void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
+  bind();
+  auto context = [&] {
+    return fmt::format("add_rms_norm of {} + {} by {} {} into {}", shape(x), shape(y), dtype_name(weight.dtype),
+                       weight.shape.str(), shape(out));
+  };
+  if (x.rows != y.rows || x.cols != y.cols || out.data == x.data) die(cudaErrorInvalidValue, "add_rms_norm", context(), __FILE__, __LINE__);
+  check(launch_add_rms_norm(x.data, y.data, x.rows, x.cols, device_view(weight, "add_rms_norm"), weight.dtype, eps,
+                            out.data, stream_),
+        "add_rms_norm", context);
+}
+
+void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
+  auto it = qkv_.find(wq.device);
+  if (it == qkv_.end() || x.rows > kGemvMaxTokens) {  // not stacked, or many tokens: three products
+    Backend::qkv_proj(x, wq, wk, wv, q, k, v);
+    return;
+  }
+  bind();
+  const DeviceWeight& d = it->second;
+  auto context = [&] {
+    return fmt::format("qkv_proj x {} · W {} {} -> q {}, k {}, v {}", shape(x), dtype_name(d.dtype),
+                       Shape{d.rows, d.cols}.str(), shape(q), shape(k), shape(v));
+  };
+  if (x.cols != d.cols || q.cols + k.cols + v.cols != d.rows || q.rows != x.rows || k.rows != x.rows ||
+      v.rows != x.rows)
+    die(cudaErrorInvalidValue, "qkv_proj", context(), __FILE__, __LINE__);
+  MatmulOut out;
+  out.y[0] = q.data, out.y[1] = k.data, out.y[2] = v.data;
+  out.ld[0] = q.cols, out.ld[1] = k.cols, out.ld[2] = v.cols;
+  out.end[0] = q.cols, out.end[1] = q.cols + k.cols;
+  check(launch_matmul_split(x.data, x.rows, x.cols, d, out, num_sms_, stream_), "qkv_proj", context);
 }
 
 }  // namespace cuda

@@ -39,6 +39,16 @@ class CudaBackend final : public Backend {
                  Act out) override;
   void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+  void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) override;
+  void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
+  void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                          std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache, int layer,
+                          std::span<const int64_t> slots) override;
+
+  // Step graphs (cuda_graphs.cpp).
+  GraphMode begin_step(uint64_t graph_key, const StepArrays& step) override;
+  void end_graph() override;
+  void drop_graphs();
 
   cudaStream_t stream() const { return stream_; }
 
@@ -47,6 +57,9 @@ class CudaBackend final : public Backend {
   Status upload_view(const TensorView& t, const char* what);
   Status upload_linear(Linear& l, const char* what);
   Status upload_experts(LayerWeights& layer, int index);
+  // q, k and v of a layer in one allocation (rows stacked), so that decode
+  // streams them in one pass; false when their shapes do not allow it.
+  Status upload_qkv(LayerWeights& layer, const char* what, bool* fused);
   Status device_alloc(size_t bytes, const char* what, uint8_t** out);
   Status copy_up(void* dst, const TensorView& src, const char* what);
 
@@ -55,13 +68,25 @@ class CudaBackend final : public Backend {
   DeviceWeight device_weight(const Linear& l, const char* op) const;
   const DeviceExperts& device_experts(const LayerWeights& layer) const;
 
+  // The attention work list of `seqs` (sequences, items, block tables packed
+  // into attn_meta_host_) uploaded to attn_meta_; returns its device copy.
+  struct AttnMeta {
+    const uint8_t* device = nullptr;
+    size_t seq_off = 0, item_off = 0, table_off = 0;
+    int64_t num_items = 0, max_keys = 0;
+  };
+  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group);
+  // A small host array's device copy; while a graph is being recorded the
+  // bytes must be those staged by begin_step (a copy cannot be recorded).
+  const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);
+
   // Makes device_ the calling thread's current device (ops may come from any thread).
   void bind() const;
   // After a launch: stop with `context()` if it failed (and, with
   // M2CPP_CUDA_SYNC=1, if the kernel itself failed).
   template <class Context>
   void check(cudaError_t launch, const char* op, const Context& context) {
-    if (launch == cudaSuccess && sync_each_op_) launch = cudaStreamSynchronize(stream_);
+    if (launch == cudaSuccess && sync_each_op_ && !capturing_) launch = cudaStreamSynchronize(stream_);
     if (launch != cudaSuccess) die(launch, op, context(), __FILE__, __LINE__);
   }
 
@@ -75,7 +100,22 @@ class CudaBackend final : public Backend {
   std::unordered_set<const void*> linears_;                     // Linear::device values we set
   std::unordered_map<const void*, const float*> scales_;       // device FP8 weight -> its scales
   std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
+  std::unordered_map<const void*, DeviceWeight> qkv_;          // q_proj.device -> q|k|v stacked
   size_t uploaded_bytes_ = 0, upload_total_ = 0, next_report_ = 0;
+
+  // Step graphs: one executable graph per key, valid for the memory
+  // generation it was recorded in; a key is recorded the second time it is
+  // seen in a generation (the first run grows the scratch buffers).
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<uint64_t, StepGraph> graphs_;
+  std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
+  bool graphs_enabled_ = true;
+  bool capturing_ = false;
+  uint64_t capture_key_ = 0;
+  int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
 
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;

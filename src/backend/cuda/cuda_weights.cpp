@@ -101,6 +101,50 @@ Status CudaBackend::upload_linear(Linear& l, const char* what) {
   return Status();
 }
 
+Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, bool* fused) {
+  *fused = false;
+  Linear* ls[3] = {&layer.q_proj, &layer.k_proj, &layer.v_proj};
+  const Linear& q = *ls[0];
+  for (const Linear* l : ls) {
+    if (l->weight.empty() || linears_.count(l->device) || views_.count(l->weight.data)) return Status();
+    if (l->weight.dtype != q.weight.dtype || l->in_features() != q.in_features()) return Status();
+    if (l->is_fp8() && (l->out_features() % kFp8Block != 0 || l->scale_inv.shape.ndim != 2 ||
+                        l->scale_inv.shape[1] != q.scale_inv.shape[1]))
+      return Status();
+  }
+  if (q.weight.dtype != DType::kF8E4M3 && q.weight.dtype != DType::kBF16) return Status();
+  for (const Linear* l : ls) M2_RETURN_IF_ERROR(check_fp8_blocks(*l, what));
+  // [q rows | k rows | v rows], then (FP8) their scales in the same order:
+  // one matrix of q+k+v rows whose 128-row scale blocks follow one another.
+  size_t data = 0, scales = 0;
+  for (const Linear* l : ls) data += bytes_of(l->weight), scales += q.is_fp8() ? bytes_of(l->scale_inv) : 0;
+  uint8_t* base = nullptr;
+  M2_RETURN_IF_ERROR(device_alloc(align256(data) + scales, what, &base));
+  uint8_t* scale_base = q.is_fp8() ? base + align256(data) : nullptr;
+  size_t d_off = 0, s_off = 0;
+  int64_t rows = 0;
+  for (Linear* l : ls) {
+    uint8_t* dev = base + d_off;
+    M2_RETURN_IF_ERROR(copy_up(dev, l->weight, what));
+    if (l->is_fp8()) {
+      M2_RETURN_IF_ERROR(copy_up(scale_base + s_off, l->scale_inv, what));
+      scales_[dev] = reinterpret_cast<const float*>(scale_base + s_off);
+      s_off += bytes_of(l->scale_inv);
+    }
+    views_[l->weight.data] = dev;
+    l->device = dev;
+    linears_.insert(dev);
+    d_off += bytes_of(l->weight);
+    rows += l->out_features();
+  }
+  DeviceWeight w;
+  w.data = base, w.scales = reinterpret_cast<const float*>(scale_base), w.dtype = q.weight.dtype;
+  w.rows = rows, w.cols = q.in_features(), w.scale_ld = q.is_fp8() ? q.scale_inv.shape[1] : 0;
+  qkv_[base] = w;
+  *fused = true;
+  return Status();
+}
+
 Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
   if (layer.experts.empty() || experts_.count(layer.experts[0].w1.device)) return Status();
   const ExpertWeights& e0 = layer.experts[0];
@@ -191,9 +235,13 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     M2_RETURN_IF_ERROR(upload_view(L.k_norm, "k_norm"));
     M2_RETURN_IF_ERROR(upload_view(L.router, "gate"));
     M2_RETURN_IF_ERROR(upload_view(L.router_bias, "e_score_correction_bias"));
-    M2_RETURN_IF_ERROR(upload_linear(L.q_proj, "q_proj"));
-    M2_RETURN_IF_ERROR(upload_linear(L.k_proj, "k_proj"));
-    M2_RETURN_IF_ERROR(upload_linear(L.v_proj, "v_proj"));
+    bool fused = false;
+    M2_RETURN_IF_ERROR(upload_qkv(L, "q_proj|k_proj|v_proj", &fused));
+    if (!fused) {
+      M2_RETURN_IF_ERROR(upload_linear(L.q_proj, "q_proj"));
+      M2_RETURN_IF_ERROR(upload_linear(L.k_proj, "k_proj"));
+      M2_RETURN_IF_ERROR(upload_linear(L.v_proj, "v_proj"));
+    }
     M2_RETURN_IF_ERROR(upload_linear(L.o_proj, "o_proj"));
     M2_RETURN_IF_ERROR(upload_experts(L, static_cast<int>(i)));
   }

@@ -10,6 +10,12 @@
 
 namespace m2::cuda {
 
+// Bumped whenever device memory the backend hands to kernels moves (a
+// scratch buffer grows, an allocation is made): recorded step graphs hold raw
+// addresses and are valid only for the generation they were captured in.
+uint64_t memory_generation();
+void bump_memory_generation();
+
 // Scratch that grows on demand; contents are not kept across a growth.
 class DeviceBuffer {
  public:
@@ -34,6 +40,10 @@ class DeviceBuffer {
 class DeviceArray {
  public:
   const void* upload(const void* host, size_t bytes, cudaStream_t stream);
+  // Room for `bytes` without moving (so that later uploads keep the address).
+  void reserve(size_t bytes, cudaStream_t stream) { buffer_.reserve(bytes, stream); }
+  // Whether `host` holds the bytes last uploaded (upload would copy nothing).
+  bool holds(const void* host, size_t bytes) const;
 
   template <class T>
   const T* upload(const std::vector<T>& v, cudaStream_t stream) {

@@ -13,6 +13,8 @@ constexpr int kRowThreads = 256;
 
 __global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_t H, const int32_t* __restrict__ ids,
                              float* __restrict__ out) {
+  grid_dependency_wait();
+  allow_dependents();
   const int64_t row = ids[blockIdx.x];
   float* o = out + blockIdx.x * H;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) o[j] = load_any(table, dtype, row * H + j);
@@ -24,6 +26,8 @@ __global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_
 __global__ void rms_norm_kernel(const float* __restrict__ x, int64_t n, const void* __restrict__ w, DType w_dtype,
                                 float eps, float* out) {
   __shared__ double scratch[kWarp];
+  grid_dependency_wait();
+  allow_dependents();
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
   double ss = 0;
@@ -33,7 +37,31 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, int64_t n, const vo
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], inv), load_any(w, w_dtype, j));
 }
 
+// x += y, then the RMSNorm above of the new x, one row per block: the
+// residual add before each of a layer's norms in one pass. Each thread
+// re-reads only the elements it wrote.
+__global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n,
+                                    const void* __restrict__ w, DType w_dtype, float eps, float* __restrict__ out) {
+  __shared__ double scratch[kWarp];
+  grid_dependency_wait();
+  allow_dependents();
+  float* xr = x + blockIdx.x * n;
+  const float* yr = y + blockIdx.x * n;
+  float* o = out + blockIdx.x * n;
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = __fadd_rn(xr[j], yr[j]);
+    xr[j] = v;
+    ss += static_cast<double>(v) * v;
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + static_cast<double>(eps)));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], inv), load_any(w, w_dtype, j));
+}
+
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+  grid_dependency_wait();
+  allow_dependents();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     x[i] += y[i];
@@ -67,20 +95,23 @@ cudaError_t kernels_loadable() {
 
 cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
                          cudaStream_t stream) {
-  embed_kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(table, dtype, H, ids, out);
-  return cudaGetLastError();
+  return launch_pdl(embed_kernel, static_cast<unsigned>(T), kRowThreads, 0, stream, table, dtype, H, ids, out);
 }
 
 cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
                             float* out, cudaStream_t stream) {
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, n, w, w_dtype, eps, out);
-  return cudaGetLastError();
+  return launch_pdl(rms_norm_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, n, w, w_dtype, eps, out);
+}
+
+cudaError_t launch_add_rms_norm(float* x, const float* y, int64_t rows, int64_t n, const void* w, DType w_dtype,
+                                float eps, float* out, cudaStream_t stream) {
+  return launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, y, n, w, w_dtype, eps,
+                    out);
 }
 
 cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>(ceil_div(n, kRowThreads), 4096);
-  add_kernel<<<static_cast<unsigned>(blocks), kRowThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return launch_pdl(add_kernel, static_cast<unsigned>(blocks), kRowThreads, 0, stream, x, y, n);
 }
 
 cudaError_t launch_gather_rows(const float* x, int64_t cols, const int64_t* rows, int64_t n_rows, float* out,

@@ -51,6 +51,9 @@ cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_
 // out = x / rms(x) * w per row of n (fp64 statistics); out may be x.
 cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
                             float* out, cudaStream_t stream);
+// x += y, then out = rms_norm(x) as above (x updated in place; out != x).
+cudaError_t launch_add_rms_norm(float* x, const float* y, int64_t rows, int64_t n, const void* w, DType w_dtype,
+                                float eps, float* out, cudaStream_t stream);
 // x[i] += y[i] for i < n.
 cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], rows of `cols` floats.
@@ -62,6 +65,7 @@ cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int
                             void* k_cache, void* v_cache, DType dtype, cudaStream_t stream);
 
 // ---- qk_norm_rope.cu ----------------------------------------------------------
+constexpr int kQkMaxHalfRotary = 64;
 struct QkNormRopeArgs {
   float* q = nullptr;  // [T, q_dim]
   float* k = nullptr;  // [T, kv_dim]
@@ -75,11 +79,32 @@ struct QkNormRopeArgs {
   float eps = 1e-6f;
   const int32_t* positions = nullptr;  // [T]
   int head_dim = 0, rotary_dim = 0;
-  double theta = 0;
+  double inv_freq[kQkMaxHalfRotary] = {};  // theta^(-2i / rotary_dim), i < rotary_dim / 2
+  // Optional fused KV store (slots null: none): rotated k and v [T, kv_dim]
+  // to cache rows of kv_dim elements of cache_dtype (F32 or BF16) at slots[t].
+  const float* v = nullptr;
+  const int64_t* slots = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  DType cache_dtype = DType::kBF16;
 };
 cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 
 // ---- matmul.cu ----------------------------------------------------------------
+// Up to this many tokens a product streams its weights once (GEMV core).
+constexpr int64_t kGemvMaxTokens = 16;
+// Outputs of a product whose weight rows are several matrices stacked (q|k|v):
+// rows [0, end[0]) go to y[0], [end[0], end[1]) to y[1], the rest to y[2],
+// each at its own row stride, columns counted from the segment's first row.
+struct MatmulOut {
+  float* y[3] = {};
+  int64_t ld[3] = {};
+  int64_t end[2] = {};
+};
+// The GEMV path of launch_matmul into split outputs: T <= kGemvMaxTokens,
+// FP8 or BF16 weights (cudaErrorInvalidValue otherwise).
+cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
+                                int num_sms, cudaStream_t stream);
 // y[t, :] = x[t, :] · Wᵀ for t < T (x row stride ldx, y row stride ldy).
 // Few tokens stream W once at memory speed (GEMV); many go to a tiled kernel.
 cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,

@@ -14,26 +14,34 @@ namespace {
 
 constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / kWarp;
-constexpr int kGemvMaxTokens = 16;
 
 template <int TM>
 __host__ __device__ constexpr int gemv_rows_per_warp() { return TM == 1 ? 2 : 4; }
 
 // One block: kGemvWarps / G groups of G warps, each group R rows per step;
 // blocks stride over the rows (persistent grid).
+// Launched early (launch_pdl): the block's first rows of W are prefetched
+// into L2 while the kernel before it finishes, then it waits for x.
 template <DType WT, int TM>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restrict__ x, int64_t ldx, int T,
-                                                            DeviceWeight w, float* __restrict__ y, int64_t ldy, int G) {
+                                                            DeviceWeight w, MatmulOut out, int G) {
   constexpr int R = gemv_rows_per_warp<TM>();
   extern __shared__ float4 xs[];
   __shared__ float red[kGemvWarps][R][TM];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int group = warp / G, q = (warp % G) * kWarp + lane;
+  const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
+  if (threadIdx.x == 0 && blockIdx.x * rows_per_block < w.rows) {
+    const int64_t row_bytes = w.cols * static_cast<int64_t>(16 / Stored<WT>::kPer16);
+    const int64_t first = blockIdx.x * rows_per_block, n = min(rows_per_block, w.rows - first);
+    prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(n * row_bytes));
+  }
+  grid_dependency_wait();
+  allow_dependents();
   const XLayout lay = make_layout<WT>(w.cols, kWarp * G);
   stage_rows<WT>(xs, lay, T, w.cols, [&](int t) { return x + t * ldx; });
   __syncthreads();
 
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int group = warp / G, q = (warp % G) * kWarp + lane;
-  const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
   for (int64_t base = blockIdx.x * rows_per_block; base < w.rows; base += gridDim.x * rows_per_block) {
     const int64_t n = base + group * R;
     float acc[R][TM] = {};
@@ -67,7 +75,11 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restr
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int t = 0; t < TM; ++t)
-          if (lane == r * TM + t && t < T && n + r < w.rows) y[t * ldy + n + r] = acc[r][t];
+          if (lane == r * TM + t && t < T && n + r < w.rows) {
+            const int64_t row = n + r;
+            const int seg = (row >= out.end[0]) + (row >= out.end[1]);
+            out.y[seg][t * out.ld[seg] + row - (seg == 0 ? 0 : out.end[seg - 1])] = acc[r][t];
+          }
     }
   }
 }
@@ -135,7 +147,7 @@ int gemv_warps_per_row(int64_t rows, int num_sms) {
 }
 
 template <DType WT, int TM>
-cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
+cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
                         int num_sms, cudaStream_t stream) {
   constexpr int R = gemv_rows_per_warp<TM>();
   const int G = gemv_warps_per_row(w.rows, num_sms);
@@ -145,26 +157,61 @@ cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeig
   const int64_t blocks = std::min<int64_t>(ceil_div(w.rows, (kGemvWarps / G) * R), 4ll * num_sms);
   for (int64_t t0 = 0; t0 < T; t0 += TM) {
     const int n = static_cast<int>(std::min<int64_t>(TM, T - t0));
-    gemv_kernel<WT, TM><<<blocks, kGemvThreads, smem, stream>>>(x + t0 * ldx, ldx, n, w, y + t0 * ldy, ldy, G);
+    MatmulOut part = y;
+    for (int i = 0; i < 3; ++i) part.y[i] += t0 * part.ld[i];
+    e = launch_pdl(gemv_kernel<WT, TM>, static_cast<unsigned>(blocks), kGemvThreads, smem, stream, x + t0 * ldx, ldx, n,
+                   w, part, G);
+    if (e != cudaSuccess) return e;
   }
-  return cudaGetLastError();
+  return cudaSuccess;
+}
+
+template <DType WT>
+bool gemv_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
+  const bool aligned = gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+  const size_t smem4 = staged_row_float4<WT>(w.cols, kWarp * kGemvWarps) * 4 * sizeof(float4);
+  return aligned && T <= kGemvMaxTokens && smem4 <= kMaxDynamicSmem;
+}
+
+template <DType WT>
+cudaError_t launch_gemv_any(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
+                            int num_sms, cudaStream_t stream) {
+  if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, num_sms, stream);
+  return launch_gemv<WT, 4>(x, T, ldx, w, y, num_sms, stream);
+}
+
+MatmulOut single_out(float* y, int64_t ldy, int64_t rows) {
+  MatmulOut o;
+  o.y[0] = o.y[1] = o.y[2] = y;
+  o.ld[0] = o.ld[1] = o.ld[2] = ldy;
+  o.end[0] = o.end[1] = rows;
+  return o;
 }
 
 template <DType WT>
 cudaError_t launch_typed(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
                          int num_sms, cudaStream_t stream) {
-  const bool aligned = gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-  const size_t smem4 = staged_row_float4<WT>(w.cols, kWarp * kGemvWarps) * 4 * sizeof(float4);
-  if (aligned && T <= kGemvMaxTokens && smem4 <= kMaxDynamicSmem) {
-    if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, ldy, num_sms, stream);
-    return launch_gemv<WT, 4>(x, T, ldx, w, y, ldy, num_sms, stream);
-  }
+  if (gemv_fits<WT>(x, T, ldx, w)) return launch_gemv_any<WT>(x, T, ldx, w, single_out(y, ldy, w.rows), num_sms, stream);
   const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, kTile)), static_cast<unsigned>(ceil_div(T, kTile)));
   gemm_tiled_kernel<WT><<<grid, kTileThreads, 0, stream>>>(x, T, ldx, w, y, ldy);
   return cudaGetLastError();
 }
 
 }  // namespace
+
+cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
+                                int num_sms, cudaStream_t stream) {
+  switch (w.dtype) {
+    case DType::kF8E4M3:
+      if (gemv_fits<DType::kF8E4M3>(x, T, ldx, w)) return launch_gemv_any<DType::kF8E4M3>(x, T, ldx, w, y, num_sms, stream);
+      break;
+    case DType::kBF16:
+      if (gemv_fits<DType::kBF16>(x, T, ldx, w)) return launch_gemv_any<DType::kBF16>(x, T, ldx, w, y, num_sms, stream);
+      break;
+    default: break;
+  }
+  return cudaErrorInvalidValue;
+}
 
 cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
                           int num_sms, cudaStream_t stream) {

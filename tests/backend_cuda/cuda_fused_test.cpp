@@ -1,0 +1,190 @@
+// The CUDA backend's fused decode steps against the CPU backend's unfused
+// ops (the Backend defaults), and recorded decode graphs against op-by-op
+// execution. Bounds as in cuda_ops_test.cpp: norms and RoPE ~1 ulp (fp64
+// statistics on both sides), products 2e-5 (fp32 sums in another order),
+// bf16 cache entries one bf16 ulp (2^-8 relative) since their fp32 inputs
+// may differ by an ulp.
+#include <cstdlib>
+#include <numeric>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
+#include "model/minimax_m2.h"
+
+namespace m2::test {
+namespace {
+
+class Fused : public CudaTest {};
+
+TEST_F(Fused, AddRmsNormMatchesAddThenRmsNorm) {
+  HostTensors h(11);
+  for (int64_t n : {3072, 192}) {
+    for (int64_t T : {1, 5}) {
+      ModelWeights w;
+      auto wv = h.randn(n, 0.2f);
+      for (float& v : wv) v += 1.0f;
+      w.final_norm = h.store(wv, DType::kBF16, Shape{n});
+      prepare(w);
+      auto x = h.randn(T * n, 2.0f), y = h.randn(T * n, 2.0f);
+      Act gx = to_gpu(x, T), gy = to_gpu(y, T), out = poisoned(T, n);
+      gpu_->add_rms_norm(gx, gy, w.final_norm, 1e-6f, out);
+      std::vector<float> want(T * n);
+      cpu_->add(host_act(x, T), host_act(y, T));
+      cpu_->rms_norm(host_act(x, T), w.final_norm, 1e-6f, host_act(want, T));
+      EXPECT_EQ(to_host(gx), x) << "residual, n " << n << " T " << T;
+      EXPECT_LE(rel_error(to_host(out), want), 1e-6) << "norm, n " << n << " T " << T;
+    }
+  }
+}
+
+// q|k|v stacked at upload and streamed in one pass (decode), or three
+// products (more tokens): both match the CPU's three products.
+TEST_F(Fused, QkvProjMatchesThreeProducts) {
+  HostTensors h(12);
+  struct Case { DType dt; int64_t q, kv, K; };
+  for (const Case& c : {Case{DType::kF8E4M3, 6144, 1024, 3072}, Case{DType::kBF16, 512, 128, 192},
+                        Case{DType::kF8E4M3, 256, 128, 192}}) {
+    ModelWeights w;
+    w.layers.resize(1);
+    LayerWeights& L = w.layers[0];
+    L.q_proj = h.linear(c.dt, c.q, c.K);
+    L.k_proj = h.linear(c.dt, c.kv, c.K);
+    L.v_proj = h.linear(c.dt, c.kv, c.K);
+    prepare(w);
+    for (int64_t T : {1, 3, 16, 17}) {
+      auto x = h.randn(T * c.K);
+      Act gx = to_gpu(x, T), gq = poisoned(T, c.q), gk = poisoned(T, c.kv), gv = poisoned(T, c.kv);
+      gpu_->qkv_proj(gx, L.q_proj, L.k_proj, L.v_proj, gq, gk, gv);
+      std::vector<float> q(T * c.q), k(T * c.kv), v(T * c.kv);
+      cpu_->matmul(host_act(x, T), L.q_proj, host_act(q, T));
+      cpu_->matmul(host_act(x, T), L.k_proj, host_act(k, T));
+      cpu_->matmul(host_act(x, T), L.v_proj, host_act(v, T));
+      const std::string what = std::string(dtype_name(c.dt)) + " q " + std::to_string(c.q) + " T " + std::to_string(T);
+      EXPECT_LE(rel_error(to_host(gq), q), 2e-5) << "q, " << what;
+      EXPECT_LE(rel_error(to_host(gk), k), 2e-5) << "k, " << what;
+      EXPECT_LE(rel_error(to_host(gv), v), 2e-5) << "v, " << what;
+      // The stacked copies also serve the single products.
+      Act gk1 = poisoned(T, c.kv);
+      gpu_->matmul(gx, L.k_proj, gk1);
+      EXPECT_LE(rel_error(to_host(gk1), k), 2e-5) << "k_proj alone, " << what;
+    }
+  }
+}
+
+TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
+  HostTensors h(13);
+  struct Case { int heads, kv_heads, hd, rot; DType cache; };
+  for (const Case& c : {Case{48, 8, 128, 64, DType::kBF16}, Case{4, 2, 64, 32, DType::kF32},
+                        Case{48, 8, 128, 64, DType::kF32}}) {
+    ModelWeights w;
+    w.layers.resize(1);
+    w.layers[0].q_norm = h.store(h.randn(c.heads * c.hd, 0.2f), DType::kBF16, Shape{c.heads * c.hd});
+    w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
+    prepare(w);
+    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+    const int64_t T = static_cast<int64_t>(pos.size());
+    const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
+    auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);
+    KvCacheShape s;
+    s.num_layers = 1, s.num_kv_heads = c.kv_heads, s.head_dim = c.hd, s.block_size = 4, s.num_blocks = 4, s.dtype = c.cache;
+    KvCache gcache(s, gpu_->allocate(KvCache::storage_bytes(s)));
+    std::vector<uint8_t> cpu_bytes(KvCache::storage_bytes(s));
+    KvCache ccache(s, std::shared_ptr<void>(cpu_bytes.data(), [](void*) {}));
+    const std::vector<int64_t> slots = {13, 2, 7, 0, 15, 9};
+    const RopeParams rope{c.hd, c.rot, 5e6};
+    Act gq = to_gpu(q, T), gk = to_gpu(k, T), gv = to_gpu(v, T);
+    gpu_->qk_norm_rope_store(gq, gk, gv, w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope, gcache, 0, slots);
+    cpu_->qk_norm_rope(host_act(q, T), host_act(k, T), w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
+    cpu_->kv_store(ccache, 0, host_act(k, T), host_act(v, T), slots);
+    const std::string what = std::string(dtype_name(c.cache)) + " head_dim " + std::to_string(c.hd);
+    EXPECT_LE(rel_error(to_host(gq), q), 1e-6) << "q, " << what;
+    EXPECT_LE(rel_error(to_host(gk), k), 1e-6) << "k, " << what;
+    // Cache rows, decoded to fp32.
+    const size_t elems = static_cast<size_t>(s.num_blocks * s.block_size * kv_dim);
+    std::vector<uint8_t> gbytes(KvCache::storage_bytes(s));
+    gpu_->copy_to_host(gcache.k_base(0), gbytes.data(), gbytes.size());
+    auto decode = [&](const uint8_t* p) {
+      std::vector<float> out(elems);
+      for (size_t i = 0; i < elems; ++i) {
+        if (c.cache == DType::kF32) {
+          std::memcpy(&out[i], p + 4 * i, 4);
+        } else {
+          uint32_t b = static_cast<uint32_t>(p[2 * i] | p[2 * i + 1] << 8) << 16;
+          std::memcpy(&out[i], &b, 4);
+        }
+      }
+      return out;
+    };
+    const size_t layer_bytes = elems * dtype_size(c.cache);
+    const double tol = c.cache == DType::kF32 ? 1e-6 : 8e-3;
+    EXPECT_LE(rel_error(decode(gbytes.data()), decode(cpu_bytes.data())), tol) << "cached k, " << what;
+    EXPECT_EQ(0, std::memcmp(gbytes.data() + layer_bytes, cpu_bytes.data() + layer_bytes, layer_bytes))
+        << "cached v (a plain conversion), " << what;
+  }
+}
+
+// Decode steps of a batch of sequences replayed from recorded graphs give
+// the logits of the same steps run op by op, through a change of batch size
+// (scratch growth retires the graphs) and context buckets.
+TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto w = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  // (M2CPP_CUDA_SYNC=1, which gpu_check.sh sets for the op tests, turns graphs off.)
+  const char* sync = std::getenv("M2CPP_CUDA_SYNC");
+  const std::string saved_sync = sync ? sync : "";
+  unsetenv("M2CPP_CUDA_SYNC");
+  setenv("M2CPP_CUDA_GRAPHS", "0", 1);
+  auto eager = make_cuda_backend(0);
+  unsetenv("M2CPP_CUDA_GRAPHS");
+  auto graphs = make_cuda_backend(0);
+  if (sync) setenv("M2CPP_CUDA_SYNC", saved_sync.c_str(), 1);
+  ASSERT_TRUE(eager && graphs);
+  ASSERT_TRUE(eager->prepare_weights(**w).ok());
+  auto w2 = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
+  ASSERT_TRUE(w2.ok());
+  ASSERT_TRUE(graphs->prepare_weights(**w2).ok());
+  MiniMaxM2 em(**w, *eager), gm(**w2, *graphs);
+  const int bs = 16, max_seqs = 4, steps = 300;
+  const int64_t V = em.config().vocab_size;
+  const int64_t per_seq = (steps + 8 + bs - 1) / bs;
+  auto ecache = em.make_kv_cache(bs, per_seq * max_seqs, DType::kBF16);
+  auto gcache = gm.make_kv_cache(bs, per_seq * max_seqs, DType::kBF16);
+  std::vector<std::vector<int32_t>> tables(max_seqs);
+  for (int s = 0; s < max_seqs; ++s)
+    for (int64_t b = 0; b < per_seq; ++b) tables[s].push_back(static_cast<int32_t>(b * max_seqs + (max_seqs - 1 - s)));
+  std::vector<int32_t> last(max_seqs);
+  std::vector<int64_t> length(max_seqs, 0);  // tokens each sequence has cached
+  std::iota(last.begin(), last.end(), 7);
+  double worst = 0;
+  int replays_checked = 0;
+  for (int step = 0; step < steps; ++step) {
+    // Batch size 1 for 40 steps, then 4 (growth), then 2 (sequences 2 and 3
+    // pause), then 4 again; each sequence continues from its own length.
+    const int n = step < 40 ? 1 : step < 150 ? 4 : step < 200 ? 2 : 4;
+    StepInput in;
+    for (int s = 0; s < n; ++s) {
+      const int64_t pos = length[s]++;
+      in.tokens.push_back(last[s]);
+      in.positions.push_back(static_cast<int32_t>(pos));
+      in.slots.push_back(static_cast<int64_t>(tables[s][pos / bs]) * bs + pos % bs);
+      in.seqs.push_back({s, 1, pos + 1, tables[s]});
+      in.logit_rows.push_back(s);
+    }
+    std::vector<float> el, gl;
+    ASSERT_TRUE(em.forward(in, *ecache, &el).ok()) << "step " << step;
+    ASSERT_TRUE(gm.forward(in, *gcache, &gl).ok()) << "step " << step;
+    const double d = max_abs_diff(el, gl);
+    worst = std::max(worst, d);
+    ASSERT_LE(d, 2e-4) << "step " << step << " batch " << n;
+    for (int s = 0; s < n; ++s) {
+      const float* e = el.data() + s * V;
+      last[s] = static_cast<int32_t>(std::max_element(e, e + V) - e);
+    }
+    ++replays_checked;
+  }
+  std::printf("graphs vs eager: max |logit difference| %.3g over %d decode steps\n", worst, replays_checked);
+}
+
+}  // namespace
+}  // namespace m2::test
