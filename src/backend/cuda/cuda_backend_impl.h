@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "model/backend.h"
 
@@ -77,6 +78,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
   size_t uploaded_bytes_ = 0, upload_total_ = 0, next_report_ = 0;
 
+  Fp8Matmul fp8_matmul_{fp8_gemm_mode_from_env()};  // FP8 weights x many tokens
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
   std::vector<uint8_t> attn_meta_host_;
