@@ -115,6 +115,14 @@ class Fp8Gemm : public CudaTest {
     d.w1 = gpu_array(b1), d.w3 = gpu_array(b3), d.w2 = gpu_array(b2);
     return d;
   }
+  // cuBLASLt without an algorithm for a shape is not an error (the backend
+  // then runs the own kernel, logged), but it is reported.
+  static void expect_lt_ran(cudaError_t e, const std::string& what) {
+    if (e == cudaErrorNotSupported)
+      std::printf("  NOTE cuBLASLt has no block-scaled FP8 algorithm for %s\n", what.c_str());
+    else
+      EXPECT_EQ(e, cudaSuccess) << "cuBLASLt " << what << ": " << cudaGetErrorString(e);
+  }
   // Whether the backend ops take the FP8 paths (M2CPP_FP8_GEMM is not off).
   static bool ops_use_fp8() { return cuda::fp8_gemm_mode_from_env() != Fp8GemmMode::kOff; }
 };
@@ -188,7 +196,7 @@ TEST_F(Fp8Gemm, ExactlyRepresentableInputsGiveExactResults) {
       EXPECT_EQ(max_abs_diff(got_own, want), 0.0) << "own [" << N << ", " << K << "] T " << T << ": "
                                                    << worst(got_own, want, N);
       const cudaError_t e = lt.run_cublaslt(q, s, T, d, viaLt.data, N, stream());
-      EXPECT_EQ(e, cudaSuccess) << "cuBLASLt [" << N << ", " << K << "] T " << T << ": " << cudaGetErrorString(e);
+      expect_lt_ran(e, fmt::format("[{}, {}] T {}", N, K, T));
       if (e == cudaSuccess) {
         const auto got_lt = to_host(viaLt);
         EXPECT_EQ(max_abs_diff(got_lt, want), 0.0) << "cuBLASLt [" << N << ", " << K << "] T " << T << ": "
@@ -241,7 +249,7 @@ TEST_F(Fp8Gemm, DenseMatchesCpuOnQuantizedAndFp32Activations) {
                                       << worst(got_own, want_q, c.N);
       EXPECT_LE(ec, kQuantBound) << "own vs CPU on fp32 activations " << what << ": " << worst(got_own, want, c.N);
       const cudaError_t e = lt.run_cublaslt(q, s, T, d, viaLt.data, c.N, stream());
-      EXPECT_EQ(e, cudaSuccess) << "cuBLASLt " << what << ": " << cudaGetErrorString(e);
+      expect_lt_ran(e, what);
       double elt = -1;
       if (e == cudaSuccess) {
         const auto got_lt = to_host(viaLt);
