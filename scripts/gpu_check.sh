@@ -85,7 +85,7 @@ if ! run 60 "$BUILD/test_backend_cuda" --gtest_list_tests > /dev/null 2> "$OUT/b
 fi
 
 # 2. Tests: ops, the FP8 tensor-core paths, then the whole model (a crash in one part leaves the others
-# its run); every op synchronised so that a failing kernel is named.
+# their run); every op synchronised so that a failing kernel is named.
 TESTS=pass
 : > "$OUT/tests.log"
 for filter in 'Ops.*:CudaBackend.*' 'Fp8Gemm.*' '*Model*'; do
