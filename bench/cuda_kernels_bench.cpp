@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -137,6 +138,7 @@ class Bench {
     std::fflush(stdout);
   }
   const std::vector<Row>& rows() const { return rows_; }
+  void append(const std::vector<Row>& rows) { rows_.insert(rows_.end(), rows.begin(), rows.end()); }
 
  private:
   cudaError_t launch_gpu_delay_for(int n) { return cuda::launch_gpu_delay(stream_, 1e-3 + n * 20e-6); }
@@ -170,7 +172,7 @@ void bench_matmul(Bench& b, const char* name, DType dtype, int64_t N, int64_t K,
 
 // One layer's experts (256, FP8, real shapes), 8 distinct random experts per
 // token, a fresh routing every call.
-void bench_moe(Bench& b, std::vector<int64_t> tokens) {
+void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "") {
   const int64_t E = 256, H = 3072, I = 1536;
   const int k = 8;
   ModelWeights w;
@@ -204,7 +206,7 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens) {
     Act x = b.act(T, H), out = b.act(T, H);
     const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
     const double mean_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / variants;
-    b.add(fmt::format("moe T={} ({:.0f} experts)", T, mean_touched), "FP8 256 x [1536, 3072]", us,
+    b.add(fmt::format("moe{} T={} ({:.0f} experts)", tag, T, mean_touched), "FP8 256 x [1536, 3072]", us,
           mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
   }
 }
@@ -302,12 +304,31 @@ int main(int argc, char** argv) {
   bench_attention(b, 32768, 1);
   bench_route(b, {1, 64});
   bench_qk_norm_rope(b, {1, 64});
+  if (!quick) {
+    // FP8 tensor-core paths, one backend per M2CPP_FP8_GEMM mode (read when
+    // a backend starts): dense prefill GEMMs own vs cuBLASLt, grouped MoE on
+    // tensor cores vs the fp32-activation SIMT tiles ("off").
+    for (const char* mode : {"own", "cublaslt", "off"}) {
+      setenv("M2CPP_FP8_GEMM", mode, 1);
+      Bench m;
+      const std::string tag = fmt::format(" [{}]", mode);
+      if (std::strcmp(mode, "off") != 0) {
+        bench_matmul(m, ("q_proj" + tag).c_str(), DType::kF8E4M3, 6144, 3072, {512, 2048, 8192});
+        bench_matmul(m, ("o_proj" + tag).c_str(), DType::kF8E4M3, 3072, 6144, {512, 2048, 8192});
+      }
+      if (std::strcmp(mode, "cublaslt") != 0)  // the MoE has no cuBLASLt path
+        bench_moe(m, std::strcmp(mode, "off") == 0 ? std::vector<int64_t>{64, 256, 2048}
+                                                   : std::vector<int64_t>{64, 256, 2048, 8192}, tag);
+      b.append(m.rows());
+    }
+    unsetenv("M2CPP_FP8_GEMM");
+  }
 
-  std::printf("\n%-36s %-22s %9s %9s %8s %9s\n", "kernel", "shape", "us", "GB/s", "% copy", "TFLOP/s");
+  std::printf("\n%-36s %-22s %9s %9s %8s %9s %7s\n", "kernel", "shape", "us", "GB/s", "% copy", "TFLOP/s", "% fp8");
   for (const Row& r : b.rows()) {
-    std::printf("%-36s %-22s %9.2f %9.1f %7.0f%% %9.2f\n", r.name.c_str(), r.shape.c_str(), r.us, r.bytes / r.us / 1e3,
-                c.copy_bytes_per_s > 0 ? 100.0 * r.bytes / (r.us * 1e-6) / c.copy_bytes_per_s : 0.0,
-                r.flops / r.us / 1e6);
+    std::printf("%-36s %-22s %9.2f %9.1f %7.0f%% %9.2f %6.1f%%\n", r.name.c_str(), r.shape.c_str(), r.us,
+                r.bytes / r.us / 1e3, c.copy_bytes_per_s > 0 ? 100.0 * r.bytes / (r.us * 1e-6) / c.copy_bytes_per_s : 0.0,
+                r.flops / r.us / 1e6, c.fp8_flops > 0 ? 100.0 * r.flops / (r.us * 1e-6) / c.fp8_flops : 0.0);
   }
   return 0;
 }

@@ -159,6 +159,12 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
     return fmt::format("matmul x {} · W {} {} -> y {}", shape(x), dtype_name(w.weight.dtype), w.weight.shape.str(), shape(y));
   };
   if (x.cols != d.cols || y.cols != d.rows || y.rows != x.rows) die(cudaErrorInvalidValue, "matmul", context(), __FILE__, __LINE__);
+  if (fp8_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
+    check(fp8_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_), "matmul", [&] {
+      return fmt::format("{} (FP8 activations, M2CPP_FP8_GEMM={})", context(), fp8_gemm_mode_name(fp8_matmul_.mode()));
+    });
+    return;
+  }
   check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
 }
 
@@ -283,6 +289,7 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.experts = device_experts(layer);
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
+  a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff;
   a.scratch = moe_scratch_.reserve(
       moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate, a.experts.num_experts), stream_);
   auto context = [&] {

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "model/backend.h"
 
@@ -117,6 +118,7 @@ class CudaBackend final : public Backend {
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
 
+  Fp8Matmul fp8_matmul_{fp8_gemm_mode_from_env()};  // FP8 weights x many tokens
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
   std::vector<uint8_t> attn_meta_host_;

@@ -140,6 +140,9 @@ struct MoeArgs {
   // Scratch from moe_scratch_bytes(): activations of the experts and, for
   // more than a few tokens, the grouping of (token, slot) pairs by expert.
   void* scratch = nullptr;
+  // Grouped path of FP8 experts with dimensions in multiples of 128 on
+  // tensor cores with FP8 activations (moe_fp8.cu); false: fp32 SIMT tiles.
+  bool fp8_tensor_cores = true;
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);

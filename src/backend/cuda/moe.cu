@@ -11,9 +11,11 @@
 // More pairs (prefill, large batches): pairs are grouped by expert on the GPU
 // (no host round trip), tiles of up to 4 pairs of one expert share each pass
 // over its weights, and a last kernel combines the k results of each token
-// in slot order.
+// in slot order. FP8 experts with dimensions in multiples of 128 use tiles
+// of 64 pairs on tensor cores instead (moe_fp8.cu).
 #include <algorithm>
 
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
 
 namespace m2::cuda {
@@ -133,9 +135,10 @@ __global__ void __launch_bounds__(kThreads) moe_down_decode_kernel(MoeArgs a, co
 // ---- grouped path -------------------------------------------------------------
 
 // One block: pairs grouped by expert (order inside an expert is arbitrary;
-// results do not depend on it) and cut into tiles {expert, first, count}.
-__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int32_t* __restrict__ sorted,
-                                 int4* __restrict__ tiles, int* __restrict__ num_tiles) {
+// results do not depend on it) and cut into tiles {expert, first, count} of
+// at most tile_pairs pairs.
+__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_pairs,
+                                 int32_t* __restrict__ sorted, int4* __restrict__ tiles, int* __restrict__ num_tiles) {
   extern __shared__ int counts[];  // [E] counts, then cursors; [E] offsets; [E] first tiles
   int* offset = counts + E;
   int* first_tile = counts + 2 * E;
@@ -147,14 +150,14 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int
     int o = 0, tl = 0;
     for (int e = 0; e < E; ++e) {
       offset[e] = o, first_tile[e] = tl;
-      o += counts[e], tl += static_cast<int>(ceil_div(counts[e], kTileTokens));
+      o += counts[e], tl += static_cast<int>(ceil_div(counts[e], tile_pairs));
     }
     *num_tiles = tl;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x)
-    for (int i = 0; i * kTileTokens < counts[e]; ++i)
-      tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * kTileTokens, min(kTileTokens, counts[e] - i * kTileTokens), 0);
+    for (int i = 0; i * tile_pairs < counts[e]; ++i)
+      tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * tile_pairs, min(tile_pairs, counts[e] - i * tile_pairs), 0);
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = offset[e];
   __syncthreads();
@@ -212,15 +215,17 @@ __global__ void moe_combine_kernel(MoeArgs a, const float* __restrict__ y) {
   }
 }
 
-// Scratch layout (byte offsets, each 256-aligned).
+// Scratch layout (byte offsets, each 256-aligned); the FP8 path's region
+// first (fp8_gemm.h: tests find it there).
 struct Scratch {
+  void* fp8;
   float* u;
   float* y;
   int32_t* sorted;
   int4* tiles;
   int* num_tiles;
 };
-int64_t max_tiles(int64_t pairs, int64_t E) { return ceil_div(pairs, kTileTokens) + std::min(E, pairs); }
+int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return ceil_div(pairs, tile_pairs) + std::min(E, pairs); }
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
@@ -233,10 +238,12 @@ Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E,
     return q;
   };
   Scratch s;
+  const bool fp8_shapes = H % kFp8Block == 0 && I % kFp8Block == 0;
+  s.fp8 = take(fp8_shapes ? moe_fp8_scratch_bytes(T, top_k, H, I) : 0);
   s.u = reinterpret_cast<float*>(take(sizeof(float) * P * I));
   s.y = reinterpret_cast<float*>(take(sizeof(float) * P * H));
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
-  s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E)));
+  s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E, kTileTokens)));  // the most tiles
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
   *total = off;
   return s;
@@ -261,9 +268,18 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
                                  kThreads, down_smem, stream>>>(a, s.u);
     return cudaGetLastError();
   }
-  const unsigned tiles = static_cast<unsigned>(max_tiles(P, E));
-  moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), s.sorted, s.tiles,
-                                                              s.num_tiles);
+  const bool tensor_cores = WT == DType::kF8E4M3 && a.fp8_tensor_cores && moe_fp8_supported(x);
+  const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
+  const unsigned tiles = static_cast<unsigned>(max_tiles(P, E, tile_pairs));
+  moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted,
+                                                              s.tiles, s.num_tiles);
+  if (tensor_cores) {
+    if ((e = launch_moe_fp8_experts(a, MoeFp8Groups{s.sorted, s.tiles, s.num_tiles, tiles}, s.fp8, s.y, stream)) !=
+        cudaSuccess)
+      return e;
+    moe_combine_kernel<<<static_cast<unsigned>(a.T), kThreads, 0, stream>>>(a, s.y);
+    return cudaGetLastError();
+  }
   if ((e = allow_dynamic_smem(moe_up_grouped_kernel<WT>, row_h * kTileTokens)) != cudaSuccess) return e;
   if ((e = allow_dynamic_smem(moe_down_grouped_kernel<WT>, row_i * kTileTokens)) != cudaSuccess) return e;
   moe_up_grouped_kernel<WT><<<dim3(tiles, static_cast<unsigned>(ceil_div(I, kWarps * 4))), kThreads,
