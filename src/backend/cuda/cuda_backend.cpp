@@ -178,8 +178,9 @@ void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int64_t* d_slots = static_cast<const int64_t*>(slots_.upload(slots.data(), slots.size_bytes(), stream_));
-  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.token_elems(),
-                        cache.k_base(layer), cache.v_base(layer), s.dtype, stream_),
+  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.num_kv_heads, s.head_dim,
+                        cache.k_base(layer), cache.v_base(layer), cache.k_scales(layer), cache.v_scales(layer), s.dtype,
+                        stream_),
         "kv_store", [&] {
           return fmt::format("kv_store of k {} and v {} into a {} cache (layer {})", shape(k), shape(v),
                              dtype_name(s.dtype), layer);
@@ -213,6 +214,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   AttentionArgs a;
   a.q = q.data, a.out = out.data, a.T = q.rows;
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
+  a.k_scales = cache.k_scales(layer), a.v_scales = cache.v_scales(layer);
   a.block_size = s.block_size, a.kv_heads = s.num_kv_heads, a.head_dim = s.head_dim, a.group = G, a.scale = scale;
   a.seqs = reinterpret_cast<const AttnSeq*>(meta + seq_off);
   a.items = reinterpret_cast<const AttnItem*>(meta + item_off);
