@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "util/log.h"
@@ -192,23 +193,32 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  // Work list: each sequence's (row, head-in-group) vectors in items of 8.
+  // Work list: each sequence's (row, head-in-group) vectors in items of 8
+  // (general kernel), or of kPrefillVectors for the tensor-core prefill
+  // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
   std::vector<AttnSeq> seq_list;
-  std::vector<AttnItem> items;
+  std::vector<AttnItem> items, prefill_items;
   std::vector<int32_t> tables;
+  const bool prefill_ok = attention_prefill_supports(s.dtype, s.head_dim);
   int64_t max_keys = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqSlice& sq = seqs[i];
     seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
                         static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
+    if (prefill_ok && sq.num_rows >= kPrefillMinRows) {
+      // Last vectors first: causal, their blocks see the most keys, so they start first.
+      for (int64_t v = (sq.num_rows * G - 1) / kPrefillVectors * kPrefillVectors; v >= 0; v -= kPrefillVectors)
+        prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+      continue;
+    }
     for (int64_t v = 0; v < sq.num_rows * G; v += kAttnVectors)
       items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
     max_keys = std::max(max_keys, sq.context_len);
   }
   attn_meta_host_.clear();
   const size_t seq_off = pack(attn_meta_host_, seq_list), item_off = pack(attn_meta_host_, items);
-  const size_t table_off = pack(attn_meta_host_, tables);
+  const size_t table_off = pack(attn_meta_host_, tables), prefill_off = pack(attn_meta_host_, prefill_items);
   const uint8_t* meta = static_cast<const uint8_t*>(attn_meta_.upload(attn_meta_host_, stream_));
 
   AttentionArgs a;
@@ -220,6 +230,23 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   a.items = reinterpret_cast<const AttnItem*>(meta + item_off);
   a.num_items = static_cast<int64_t>(items.size());
   a.block_tables = reinterpret_cast<const int32_t*>(meta + table_off);
+  if (G * s.num_kv_heads != num_heads || items.size() + prefill_items.size() == 0)
+    die(cudaErrorInvalidValue, "attention",
+        fmt::format("attention of q {} with {} heads over {} kv heads ({} sequences)", shape(q), num_heads,
+                    s.num_kv_heads, seqs.size()),
+        __FILE__, __LINE__);
+  if (!prefill_items.empty()) {
+    AttentionArgs p = a;
+    p.items = reinterpret_cast<const AttnItem*>(meta + prefill_off);
+    p.num_items = static_cast<int64_t>(prefill_items.size());
+    check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
+      return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, {} kv "
+                         "heads x {}, group {})",
+                         shape(q), dtype_name(s.dtype), layer, p.num_items, kPrefillVectors, s.num_kv_heads,
+                         s.head_dim, G);
+    });
+  }
+  if (items.empty()) return;
   // Split the keys when items x kv heads would leave the GPU idle (decode),
   // at least 128 keys (a tile per warp) per split.
   const int64_t blocks = a.num_items * s.num_kv_heads;
@@ -234,7 +261,6 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
                        shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
   };
-  if (G * s.num_kv_heads != num_heads || a.num_items == 0) die(cudaErrorInvalidValue, "attention", context(), __FILE__, __LINE__);
   check(launch_attention(a, stream_), "attention", context);
 }
 
