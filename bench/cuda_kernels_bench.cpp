@@ -211,19 +211,29 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "
   }
 }
 
+// A cache of random finite values (FP8: codes with scales 1/64).
+KvCache random_cache(Bench& b, const KvCacheShape& shape) {
+  KvCache cache(shape, b.gpu().allocate(KvCache::storage_bytes(shape)));
+  std::vector<uint8_t> bytes(KvCache::storage_bytes(shape));
+  const size_t codes = 2ull * shape.num_layers * shape.num_blocks * shape.block_bytes();
+  Filler().fill(bytes.data(), codes, shape.dtype);
+  for (size_t i = codes; i + 4 <= bytes.size(); i += 4) {
+    const float scale = 1.0f / 64;
+    std::memcpy(bytes.data() + i, &scale, 4);
+  }
+  b.gpu().copy_from_host(bytes.data(), cache.k_base(0), bytes.size());
+  return cache;
+}
+
 // `rows` decode sequences, each over its own `context` cached tokens.
-void bench_attention(Bench& b, int64_t context, int64_t rows) {
+void bench_attention(Bench& b, int64_t context, int64_t rows, DType dtype = DType::kBF16) {
   const int heads = 48, kv_heads = 8, hd = 128, bs = 16;
-  const int64_t seq_bytes = 2 * context * kv_heads * hd * 2;  // K and V, one layer
+  const int64_t seq_bytes = 2 * context * kv_heads * (hd * static_cast<int64_t>(dtype_size(dtype)) +
+                                                      (dtype == DType::kF8E4M3 ? 4 : 0));  // K and V, one layer
   const int layers = static_cast<int>(std::max<int64_t>(2, kRotateBytes / (seq_bytes * rows)));
   const int64_t per_seq = (context + bs - 1) / bs;
-  KvCacheShape shape{layers, kv_heads, hd, bs, per_seq * rows, DType::kBF16};
-  KvCache cache(shape, b.gpu().allocate(KvCache::storage_bytes(shape)));
-  {
-    std::vector<uint8_t> bytes(KvCache::storage_bytes(shape));
-    Filler().fill(bytes.data(), bytes.size(), DType::kBF16);
-    b.gpu().copy_from_host(bytes.data(), cache.k_base(0), bytes.size());
-  }
+  KvCacheShape shape{layers, kv_heads, hd, bs, per_seq * rows, dtype};
+  KvCache cache = random_cache(b, shape);
   std::vector<std::vector<int32_t>> tables(rows);
   std::vector<SeqSlice> seqs;
   for (int64_t r = 0; r < rows; ++r) {
@@ -233,8 +243,29 @@ void bench_attention(Bench& b, int64_t context, int64_t rows) {
   }
   Act q = b.act(rows, heads * hd), out = b.act(rows, heads * hd);
   const double us = b.time_us(100, [&](int i) { b.gpu().attention(q, cache, i % layers, seqs, heads, 0.0883883f, out); });
-  b.add(fmt::format("attention decode x{} ctx {}", rows, context), "BF16 KV 48/8 x 128", us,
-        static_cast<double>(seq_bytes) * rows, 4.0 * rows * heads * context * hd);
+  b.add(fmt::format("attention decode x{} ctx {}", rows, context), fmt::format("{} KV 48/8 x 128", dtype_name(dtype)),
+        us, static_cast<double>(seq_bytes) * rows, 4.0 * rows * heads * context * hd);
+}
+
+// One sequence's causal prefill of T tokens (all rows in one step, the
+// tensor-core kernel), beside cuBLASLt's BF16 dense rate measured in this
+// run (0: not measured). FLOPs: 4 · T²/2 · head_dim · heads (Q Kᵀ and P V
+// over the causal half); bytes: q and out (fp32) plus K and V once.
+void bench_attention_prefill(Bench& b, int64_t T, DType dtype, double bf16_flops) {
+  const int heads = 48, kv_heads = 8, hd = 128, bs = 16;
+  KvCacheShape shape{1, kv_heads, hd, bs, (T + bs - 1) / bs, dtype};
+  KvCache cache = random_cache(b, shape);
+  std::vector<int32_t> table(shape.num_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<SeqSlice> seqs = {{0, T, T, table}};
+  Act q = b.act(T, heads * hd), out = b.act(T, heads * hd);
+  const double us = b.time_us(10, [&](int) { b.gpu().attention(q, cache, 0, seqs, heads, 0.0883883f, out); });
+  const double flops = 4.0 * T * T / 2 * hd * heads;
+  const double bytes = 2.0 * T * heads * hd * 4 + 2.0 * T * kv_heads * hd * dtype_size(dtype);
+  b.add(fmt::format("attention prefill T={}", T), fmt::format("{} KV 48/8 x 128", dtype_name(dtype)), us, bytes, flops);
+  std::printf("    %.1f TFLOP/s = %s of cuBLASLt BF16 (%.0f TFLOP/s)\n", flops / us / 1e6,
+              bf16_flops > 0 ? fmt::format("{:.0f}%", 100.0 * flops / (us * 1e-6) / bf16_flops).c_str() : "n/a (--quick)",
+              bf16_flops / 1e12);
 }
 
 void bench_route(Bench& b, std::vector<int64_t> tokens) {
@@ -302,6 +333,10 @@ int main(int argc, char** argv) {
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
   bench_attention(b, 32768, 1);
+  bench_attention(b, 1024, 1, DType::kF8E4M3);
+  bench_attention(b, 32768, 1, DType::kF8E4M3);
+  bench_attention_prefill(b, 8192, DType::kBF16, c.bf16_flops);
+  bench_attention_prefill(b, 8192, DType::kF8E4M3, c.bf16_flops);
   bench_route(b, {1, 64});
   bench_qk_norm_rope(b, {1, 64});
   if (!quick) {

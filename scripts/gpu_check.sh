@@ -84,11 +84,12 @@ if ! run 60 "$BUILD/test_backend_cuda" --gtest_list_tests > /dev/null 2> "$OUT/b
   fi
 fi
 
-# 2. Tests: ops, the FP8 tensor-core paths, then the whole model (a crash in one part leaves the others
-# their run); every op synchronised so that a failing kernel is named.
+# 2. Tests: ops, the FP8 tensor-core paths, attention, then the whole model (a
+# crash in one part leaves the others their run); every op synchronised so
+# that a failing kernel is named.
 TESTS=pass
 : > "$OUT/tests.log"
-for filter in 'Ops.*:CudaBackend.*:Fused.*' 'Fp8Gemm.*' '*Model*:CudaGraphs.*'; do
+for filter in 'Ops.*:CudaBackend.*:Fused.*' 'Fp8Gemm.*' 'CudaAttention.*' '*Model*:CudaGraphs.*'; do
   M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done

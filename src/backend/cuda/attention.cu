@@ -11,11 +11,17 @@
 // partial (max, sum, acc) go to memory and attention_merge_kernel combines
 // them (split-K "flash decoding").
 //
-// SIMT fp32 throughout: decode is bound by reading the cache; prefill is
-// correct but not yet on tensor cores.
+// FP8 caches: the codes are staged as stored; a lane multiplies its key's
+// scores by the key's K scale and its p by the V scale (p · scale goes to
+// p · V, the unscaled p to the softmax sum).
+//
+// SIMT fp32 throughout: decode is bound by reading the cache. Prefill chunks
+// of head_dim 128 over BF16/FP8 caches run on tensor cores instead
+// (attention_prefill.cu); this kernel is the general fallback.
 #include <cfloat>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gemv.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace m2::cuda {
@@ -28,17 +34,34 @@ constexpr int kV = kAttnVectors;
 constexpr int kMaxDpl = kAttnMaxHeadDim / kWarp;  // output dims per lane
 
 template <DType KT>
-constexpr int kEsize = KT == DType::kBF16 ? 2 : 4;
+constexpr int kEsize = KT == DType::kF32 ? 4 : KT == DType::kBF16 ? 2 : 1;
 
-// Elements i..i+3 of a cache row (8- or 16-byte aligned).
+// Elements i..i+3 of a cache row (4-, 8- or 16-byte aligned).
 template <DType KT>
 __device__ inline float4 load_kv4(const void* p, int64_t i) {
-  if constexpr (KT == DType::kBF16) {
+  if constexpr (KT == DType::kF8E4M3) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(p) + i);
+    return decode4<DType::kF8E4M3>(make_uint4(w, 0, 0, 0), 0);
+  } else if constexpr (KT == DType::kBF16) {
     const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
     return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
                        __uint_as_float(w.y & 0xffff0000u));
   } else {
     return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+  }
+}
+
+// The kPer16 values of a 16-byte chunk of a cache row.
+template <DType KT>
+__device__ inline void decode_chunk(const uint4& c, float (&out)[Stored<KT>::kPer16]) {
+  if constexpr (KT == DType::kF8E4M3) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 f = decode4<KT>(c, j);
+      out[4 * j] = f.x, out[4 * j + 1] = f.y, out[4 * j + 2] = f.z, out[4 * j + 3] = f.w;
+    }
+  } else {
+    Stored<KT>::decode(c, out);
   }
 }
 
@@ -97,6 +120,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     const int key = tile + lane;
     const int64_t my_slot =
         lane < n_tile ? static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size : 0;
+    float k_scale = 1.0f, v_scale = 1.0f;  // this lane's key's FP8 scales
+    if constexpr (KT == DType::kF8E4M3) {
+      if (lane < n_tile) k_scale = a.k_scales[my_slot * a.kv_heads + kvh], v_scale = a.v_scales[my_slot * a.kv_heads + kvh];
+    }
     // Stage this tile's keys and values (16-byte chunks, consecutive lanes on
     // consecutive chunks; all of the tile's loads in flight at once).
     for (int c = lane; c < kTileKeys * chunks_per_key; c += kWarp) {
@@ -120,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     constexpr int kPer16 = Stored<KT>::kPer16;
     for (int d = 0; d < hd; d += kPer16) {
       float kk[kPer16];
-      Stored<KT>::decode(*reinterpret_cast<const uint4*>(ks + lane * row_bytes + d * kEsize<KT>), kk);
+      decode_chunk<KT>(*reinterpret_cast<const uint4*>(ks + lane * row_bytes + d * kEsize<KT>), kk);
 #pragma unroll
       for (int v = 0; v < kV; ++v) {
 #pragma unroll
@@ -134,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
       const bool valid = lane < n_tile && key <= first_pos + vec_row(v);
-      const float sv = valid ? s[v] * a.scale : -FLT_MAX;
+      const float sv = valid ? s[v] * (a.scale * k_scale) : -FLT_MAX;
       const float m_new = fmaxf(m[v], warp_max(sv));
       const float p = valid ? expf(sv - m_new) : 0.0f;
       const float corr = expf(m[v] - m_new);
@@ -142,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
       for (int d = 0; d < kMaxDpl; ++d) acc[v][d] *= corr;
       m[v] = m_new;
-      ps[warp][lane][v] = p;
+      ps[warp][lane][v] = p * v_scale;
     }
     __syncwarp();
 
@@ -245,6 +272,9 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.head_dim % kWarp != 0 || a.head_dim > kAttnMaxHeadDim || a.group < 1 || a.split_keys <= 0)
     return cudaErrorInvalidValue;
   switch (a.dtype) {
+    case DType::kF8E4M3:
+      if (!a.k_scales || !a.v_scales) return cudaErrorInvalidValue;
+      return launch_typed<DType::kF8E4M3>(a, stream);
     case DType::kBF16: return launch_typed<DType::kBF16>(a, stream);
     case DType::kF32: return launch_typed<DType::kF32>(a, stream);
     default: return cudaErrorInvalidValue;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "util/log.h"
@@ -220,8 +221,9 @@ void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int64_t* d_slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
-  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.token_elems(),
-                        cache.k_base(layer), cache.v_base(layer), s.dtype, stream_),
+  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.num_kv_heads, s.head_dim,
+                        cache.k_base(layer), cache.v_base(layer), cache.k_scales(layer), cache.v_scales(layer), s.dtype,
+                        stream_),
         "kv_store", [&] {
           return fmt::format("kv_store of k {} and v {} into a {} cache (layer {})", shape(k), shape(v),
                              dtype_name(s.dtype), layer);
@@ -233,19 +235,36 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  const AttnMeta meta = upload_attention_meta(seqs, G);
+  const AttnMeta meta = upload_attention_meta(seqs, G, attention_prefill_supports(s.dtype, s.head_dim));
   // A recorded step is sized by the step's context bound, so that its key
   // splits serve every context up to it (splits past a sequence's keys are empty).
   const int64_t max_keys = std::max(meta.max_keys, context_bound_);
-
   AttentionArgs a;
   a.q = q.data, a.out = out.data, a.T = q.rows;
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
+  a.k_scales = cache.k_scales(layer), a.v_scales = cache.v_scales(layer);
   a.block_size = s.block_size, a.kv_heads = s.num_kv_heads, a.head_dim = s.head_dim, a.group = G, a.scale = scale;
   a.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.seq_off);
   a.items = reinterpret_cast<const AttnItem*>(meta.device + meta.item_off);
   a.num_items = meta.num_items;
   a.block_tables = reinterpret_cast<const int32_t*>(meta.device + meta.table_off);
+  if (G * s.num_kv_heads != num_heads || meta.num_items + meta.num_prefill_items == 0)
+    die(cudaErrorInvalidValue, "attention",
+        fmt::format("attention of q {} with {} heads over {} kv heads ({} sequences)", shape(q), num_heads,
+                    s.num_kv_heads, seqs.size()),
+        __FILE__, __LINE__);
+  if (meta.num_prefill_items > 0) {
+    AttentionArgs p = a;
+    p.items = reinterpret_cast<const AttnItem*>(meta.device + meta.prefill_off);
+    p.num_items = meta.num_prefill_items;
+    check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
+      return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, {} kv "
+                         "heads x {}, group {})",
+                         shape(q), dtype_name(s.dtype), layer, p.num_items, kPrefillVectors, s.num_kv_heads,
+                         s.head_dim, G);
+    });
+  }
+  if (meta.num_items == 0) return;
   // Split the keys when items x kv heads would leave the GPU idle (decode),
   // at least 128 keys (a tile per warp) per split.
   const int64_t blocks = a.num_items * s.num_kv_heads;
@@ -260,7 +279,6 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
                        shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
   };
-  if (G * s.num_kv_heads != num_heads || a.num_items == 0) die(cudaErrorInvalidValue, "attention", context(), __FILE__, __LINE__);
   check(launch_attention(a, stream_), "attention", context);
 }
 
@@ -300,10 +318,13 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   check(launch_moe(a, stream_), "moe", context);
 }
 
-CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group) {
-  // Work list: each sequence's (row, head-in-group) vectors in items of 8.
+CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,
+                                                        bool prefill_ok) {
+  // Work list: each sequence's (row, head-in-group) vectors in items of 8
+  // (general kernel), or of kPrefillVectors for the tensor-core prefill
+  // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
   std::vector<AttnSeq> seq_list;
-  std::vector<AttnItem> items;
+  std::vector<AttnItem> items, prefill_items;
   std::vector<int32_t> tables;
   AttnMeta m;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -311,14 +332,21 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
     seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
                         static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
+    if (prefill_ok && sq.num_rows >= kPrefillMinRows) {
+      // Last vectors first: causal, their blocks see the most keys, so they start first.
+      for (int64_t v = (sq.num_rows * group - 1) / kPrefillVectors * kPrefillVectors; v >= 0; v -= kPrefillVectors)
+        prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+      continue;
+    }
     for (int64_t v = 0; v < sq.num_rows * group; v += kAttnVectors)
       items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
-    m.max_keys = std::max(m.max_keys, sq.context_len);
+    m.max_keys = std::max(m.max_keys, sq.context_len);  // of the general kernel's sequences
   }
   attn_meta_host_.clear();
   m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
-  m.table_off = pack(attn_meta_host_, tables);
+  m.table_off = pack(attn_meta_host_, tables), m.prefill_off = pack(attn_meta_host_, prefill_items);
   m.num_items = static_cast<int64_t>(items.size());
+  m.num_prefill_items = static_cast<int64_t>(prefill_items.size());
   m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
                                                 "the attention work list"));
   return m;

@@ -73,10 +73,10 @@ class CudaBackend final : public Backend {
   // into attn_meta_host_) uploaded to attn_meta_; returns its device copy.
   struct AttnMeta {
     const uint8_t* device = nullptr;
-    size_t seq_off = 0, item_off = 0, table_off = 0;
-    int64_t num_items = 0, max_keys = 0;
+    size_t seq_off = 0, item_off = 0, table_off = 0, prefill_off = 0;
+    int64_t num_items = 0, num_prefill_items = 0, max_keys = 0;
   };
-  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group);
+  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok);
   // A small host array's device copy; while a graph is being recorded the
   // bytes must be those staged by begin_step (a copy cannot be recorded).
   const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);

@@ -86,6 +86,31 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// FP8 rows: one warp per (token, K or V, kv head). scale = amax / 448 (1 for
+// an all-zero head) and codes e4m3(x / scale) with IEEE division and RNE,
+// saturating conversion: the CPU backend's kv_store bit for bit (fmaxf, like
+// std::max there, skips NaN in the amax).
+__global__ void kv_store_fp8_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                    const int64_t* __restrict__ slots, int kv_heads, int head_dim, uint8_t* k_cache,
+                                    uint8_t* v_cache, float* k_scales, float* v_scales) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t row_elems = static_cast<int64_t>(kv_heads) * head_dim;
+  const int64_t slot = slots[blockIdx.x];
+  for (int job = warp; job < 2 * kv_heads; job += blockDim.x / kWarp) {
+    const bool is_v = job >= kv_heads;
+    const int h = is_v ? job - kv_heads : job;
+    const float* x = (is_v ? v : k) + blockIdx.x * row_elems + static_cast<int64_t>(h) * head_dim;
+    uint8_t* dst = (is_v ? v_cache : k_cache) + slot * row_elems + static_cast<int64_t>(h) * head_dim;
+    float amax = 0.0f;
+    for (int d = lane; d < head_dim; d += kWarp) amax = fmaxf(amax, fabsf(x[d]));
+    amax = warp_max(amax);
+    const float sc = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+    if (lane == 0) (is_v ? v_scales : k_scales)[slot * kv_heads + h] = sc;
+    for (int d = lane; d < head_dim; d += kWarp)
+      dst[d] = __nv_cvt_float_to_fp8(__fdiv_rn(x[d], sc), __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
 }  // namespace
 
 cudaError_t kernels_loadable() {
@@ -120,10 +145,17 @@ cudaError_t launch_gather_rows(const float* x, int64_t cols, const int64_t* rows
   return cudaGetLastError();
 }
 
-cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int64_t row_elems,
-                            void* k_cache, void* v_cache, DType dtype, cudaStream_t stream) {
+cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int kv_heads,
+                            int head_dim, void* k_cache, void* v_cache, float* k_scales, float* v_scales, DType dtype,
+                            cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(T);
-  if (dtype == DType::kBF16) {
+  const int64_t row_elems = static_cast<int64_t>(kv_heads) * head_dim;
+  if (dtype == DType::kF8E4M3) {
+    if (!k_scales || !v_scales) return cudaErrorInvalidValue;
+    kv_store_fp8_kernel<<<blocks, kRowThreads, 0, stream>>>(k, v, slots, kv_heads, head_dim,
+                                                            static_cast<uint8_t*>(k_cache),
+                                                            static_cast<uint8_t*>(v_cache), k_scales, v_scales);
+  } else if (dtype == DType::kBF16) {
     kv_store_kernel<DType::kBF16><<<blocks, kRowThreads, 0, stream>>>(k, v, slots, row_elems, k_cache, v_cache);
   } else if (dtype == DType::kF32) {
     kv_store_kernel<DType::kF32><<<blocks, kRowThreads, 0, stream>>>(k, v, slots, row_elems, k_cache, v_cache);

@@ -59,10 +59,14 @@ cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream)
 // out[i, :] = x[rows[i], :], rows of `cols` floats.
 cudaError_t launch_gather_rows(const float* x, int64_t cols, const int64_t* rows, int64_t n_rows, float* out,
                                cudaStream_t stream);
-// Rows t < T of k and v ([T, row_elems], fp32) to the cache slots slots[t]
-// (cache rows of row_elems elements of `dtype`, F32 or BF16, RNE).
-cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int64_t row_elems,
-                            void* k_cache, void* v_cache, DType dtype, cudaStream_t stream);
+// Rows t < T of k and v ([T, kv_heads * head_dim], fp32) to the cache slots
+// slots[t] (cache rows of kv_heads * head_dim elements of `dtype`). F32, BF16:
+// RNE. F8_E4M3: per (token, kv head) scale = amax / 448 (1 if all zero) to
+// k_scales / v_scales [slot * kv_heads + head], codes e4m3(x / scale) (RNE,
+// saturating), the CPU backend's bytes exactly.
+cudaError_t launch_kv_store(const float* k, const float* v, int64_t T, const int64_t* slots, int kv_heads,
+                            int head_dim, void* k_cache, void* v_cache, float* k_scales, float* v_scales, DType dtype,
+                            cudaStream_t stream);
 
 // ---- qk_norm_rope.cu ----------------------------------------------------------
 constexpr int kQkMaxHalfRotary = 64;
@@ -167,7 +171,9 @@ struct AttentionArgs {
   int64_t T = 0;
   const void* k_cache = nullptr;  // [blocks, block_size, kv_heads, head_dim]
   const void* v_cache = nullptr;
-  DType dtype = DType::kBF16;  // F32 or BF16
+  const float* k_scales = nullptr;  // F8_E4M3: [blocks, block_size, kv_heads]; x = code * scale
+  const float* v_scales = nullptr;
+  DType dtype = DType::kBF16;  // F32, BF16 or F8_E4M3
   int block_size = 0, kv_heads = 0, head_dim = 0, group = 0;
   float scale = 0;
   const AttnSeq* seqs = nullptr;

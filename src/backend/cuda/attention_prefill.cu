@@ -1,0 +1,356 @@
+// Causal GQA prefill attention on tensor cores (FlashAttention-2 style) over
+// the paged KV cache, head_dim 128, BF16 or FP8 (e4m3 + per-token scale)
+// caches.
+//
+// Block = (work item, kv head): 128 (row, q head) vectors of one sequence that
+// share the kv head (v = row * group + head in group; 21.3 rows of M2's 6
+// heads), so one K/V tile in shared memory serves the whole GQA group. Each of
+// the 8 warps owns 16 vectors (the M of mma.m16n8k16). The block walks the
+// keys [0, position of its last row] in tiles of 64, double-buffered: the
+// tile after next is gathered through the block table with cp.async while
+// the warps compute on the current one. Per tile and warp:
+//   S = Q Kᵀ  (bf16 operands, fp32 accumulation; Q converted once into
+//              registers, K fragments by ldmatrix from [key][dim] rows),
+//   S *= softmax scale · log2 e (· the key's K scale for FP8), causal mask,
+//   online softmax in base 2 in fp32 (row max over a quad of lanes),
+//   O += P V  (P from the S accumulators as bf16 A fragments, times the
+//              key's V scale for FP8; V fragments by ldmatrix.trans).
+// Tiles past a warp's last position are skipped; the mask is applied only to
+// tiles reaching past its first.
+//
+// FP8 codes are converted to bf16 in shared memory after they land (exact:
+// e4m3 -> f16 -> bf16 loses nothing) and the scales stay in fp32 on S and P,
+// so FP8 costs no more rounding than BF16. Rounding: Q and P to bf16
+// (relative 2^-9 each); everything else fp32.
+//
+// Shared memory rows of bf16 K/V are 256 + 16 bytes: the 8 row addresses of
+// an ldmatrix (8 consecutive keys, same dims) then fall in distinct banks.
+#include <cmath>
+
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/common.cuh"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kHd = 128;  // head_dim
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kBM = kPrefillVectors;  // vectors per block
+constexpr int kBN = 64;               // keys per tile
+constexpr int kRowB = kHd * 2 + 16;   // bytes of a bf16 K or V row in shared memory
+constexpr int kTileB = kBN * kRowB;   // bytes of a bf16 K (or V) tile
+constexpr float kLog2e = 1.4426950408889634f;
+static_assert(kBM == kWarps * 16, "a warp owns 16 vectors");
+
+// Shared memory of one block: raw[2 buffers][K, V] tiles as stored (cp.async
+// destinations), then for FP8 the bf16 K, V tiles the warps read and the
+// scales[2 buffers][K, V][kBN].
+template <DType KT>
+struct Smem {
+  static constexpr bool kFp8 = KT == DType::kF8E4M3;
+  static constexpr int kEsize = kFp8 ? 1 : 2;
+  static constexpr int kChunks = kHd * kEsize / 16;        // 16-byte chunks per key row (one head)
+  static constexpr int kRawRowB = kFp8 ? kHd : kRowB;      // FP8 rows are only read row-wise, unpadded
+  static constexpr int kRawTileB = kBN * kRawRowB;
+  static constexpr int kBf16Off = 2 * 2 * kRawTileB;
+  static constexpr int kScaleOff = kBf16Off + (kFp8 ? 2 * kTileB : 0);
+  static constexpr int kBytes = kScaleOff + (kFp8 ? 2 * 2 * kBN * 4 : 0);
+};
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global -> shared, asynchronously; zeros when !valid (src unread).
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 b16 matrices; lane i gives the address of row i % 8 of matrix
+// i / 8 and receives, of matrix m, r[m] = its row lane / 4, columns
+// 2 (lane % 4) and +1 (.trans: column lane / 4, rows 2 (lane % 4) and +1).
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d += a b, m16n8k16, bf16 in, fp32 accumulate. With g = lane / 4,
+// t = lane % 4: a = {A[g][2t..], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]}
+// (pairs of bf16, lower column in the low half), b = {B[2t..][g],
+// B[2t+8..][g]}, d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}.
+__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Two e4m3 codes (low byte first) -> two bf16, exactly.
+__device__ inline uint32_t fp8x2_to_bf16x2(uint32_t two) {
+  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+  return pack_bf16(f.x, f.y);
+}
+
+template <DType KT>
+__global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(AttentionArgs a) {
+  using S = Smem<KT>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int kvh = static_cast<int>(blockIdx.x % a.kv_heads);
+  const AttnItem item = a.items[blockIdx.x / a.kv_heads];
+  const AttnSeq sq = a.seqs[item.seq];
+  const int G = a.group;
+  const int n_vec = min(kBM, sq.num_rows * G - item.first_vector);  // valid vectors of this block
+  const int first_pos = sq.context_len - sq.num_rows;               // position of the sequence's row 0
+  const int n_keys = first_pos + (item.first_vector + n_vec - 1) / G + 1;
+  const int n_tiles = (n_keys + kBN - 1) / kBN;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
+  auto pos_of = [&](int vl) { return first_pos + (item.first_vector + min(vl, n_vec - 1)) / G; };
+
+  // This lane's rows of the warp's 16 vectors: r = 0 is vector warp*16 + g,
+  // r = 1 is 8 further. Padding vectors (past n_vec) act as the last valid
+  // one (finite, in range) and are not written.
+  bool valid[2];
+  int pos[2];
+  int64_t off[2];  // of the vector's q (and out) row
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int vl = warp * 16 + g + 8 * r;
+    const int v = item.first_vector + min(vl, n_vec - 1);
+    valid[r] = vl < n_vec;
+    pos[r] = first_pos + v / G;
+    off[r] = (sq.first_row + v / G) * q_ld + static_cast<int64_t>(kvh * G + v % G) * kHd;
+  }
+  const int warp_min_pos = pos_of(warp * 16), warp_max_pos = pos_of(warp * 16 + 15);
+
+  // Q as bf16 A fragments: qf[c] covers dims [16c, 16c + 16).
+  uint32_t qf[kHd / 16][4];
+#pragma unroll
+  for (int c = 0; c < kHd / 16; ++c) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // dims 16c + 2t (h = 0) and 16c + 8 + 2t (h = 1)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float2 x = valid[r] ? *reinterpret_cast<const float2*>(a.q + off[r] + 16 * c + 8 * h + 2 * t)
+                                  : make_float2(0.0f, 0.0f);
+        qf[c][2 * h + r] = pack_bf16(x.x, x.y);
+      }
+    }
+  }
+
+  // Gathers key tile `tile` into raw buffer `buf` (cp.async; keys past
+  // n_keys read as zeros with scale 0, finite for the masked P V).
+  const int32_t* table = a.block_tables + sq.table_offset;
+  const int bs = a.block_size;
+  const bool bs_pow2 = (bs & (bs - 1)) == 0;
+  const int bs_shift = __ffs(bs) - 1;
+  auto slot_of = [&](int key) -> int64_t {
+    if (bs_pow2) return (static_cast<int64_t>(table[key >> bs_shift]) << bs_shift) | (key & (bs - 1));
+    return static_cast<int64_t>(table[key / bs]) * bs + key % bs;
+  };
+  const uint8_t* kc = static_cast<const uint8_t*>(a.k_cache);
+  const uint8_t* vc = static_cast<const uint8_t*>(a.v_cache);
+  float* scales = reinterpret_cast<float*>(smem + S::kScaleOff);
+  auto load_tile = [&](int tile, int buf) {
+    uint8_t* kraw = smem + buf * 2 * S::kRawTileB;
+    uint8_t* vraw = kraw + S::kRawTileB;
+    constexpr int kKeysPerPass = kThreads / S::kChunks;  // 16 (BF16) or 32 (FP8)
+    const int c = threadIdx.x % S::kChunks;
+#pragma unroll
+    for (int p = 0; p < kBN / kKeysPerPass; ++p) {
+      const int j = static_cast<int>(threadIdx.x) / S::kChunks + p * kKeysPerPass;
+      const int key = tile * kBN + j;
+      const bool ok = key < n_keys;
+      const int64_t src = ((ok ? slot_of(key) : 0) * a.kv_heads + kvh) * (kHd * S::kEsize) + c * 16;
+      cp_async16(kraw + j * S::kRawRowB + c * 16, kc + src, ok);
+      cp_async16(vraw + j * S::kRawRowB + c * 16, vc + src, ok);
+    }
+    if constexpr (S::kFp8) {
+      if (threadIdx.x < 2 * kBN) {  // threads [0, 64): K scales, [64, 128): V scales
+        const int j = threadIdx.x % kBN;
+        const int key = tile * kBN + j;
+        const bool ok = key < n_keys;
+        const float* src = (threadIdx.x < kBN ? a.k_scales : a.v_scales) + (ok ? slot_of(key) : 0) * a.kv_heads + kvh;
+        cp_async4(scales + buf * 2 * kBN + threadIdx.x, src, ok);
+      }
+    }
+  };
+
+  float o[kHd / 8][4];  // O fragments: dims [8n, 8n + 8)
+#pragma unroll
+  for (int n = 0; n < kHd / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+  const float s_scale = a.scale * kLog2e;
+
+  load_tile(0, 0);
+  cp_async_commit();
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int buf = tile & 1;
+    if (tile + 1 < n_tiles) {
+      load_tile(tile + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // every thread's part of tile `tile` has landed
+    const uint8_t* kt = smem + buf * 2 * S::kRawTileB;
+    const uint8_t* vt = kt + S::kRawTileB;
+    const float* ksc = scales + buf * 2 * kBN;  // FP8 only
+    const float* vsc = ksc + kBN;
+    if constexpr (S::kFp8) {
+      // Codes -> bf16 tiles: 16 codes (one 16-byte piece) per step.
+      uint8_t* dst = smem + S::kBf16Off;
+      for (int i = threadIdx.x; i < 2 * kBN * S::kChunks; i += kThreads) {
+        const int kv = i / (kBN * S::kChunks), j = (i / S::kChunks) % kBN, c = i % S::kChunks;
+        const uint4 w = *reinterpret_cast<const uint4*>(kt + kv * S::kRawTileB + j * S::kRawRowB + c * 16);
+        const uint4 lo = make_uint4(fp8x2_to_bf16x2(w.x), fp8x2_to_bf16x2(w.x >> 16), fp8x2_to_bf16x2(w.y),
+                                    fp8x2_to_bf16x2(w.y >> 16));
+        const uint4 hi = make_uint4(fp8x2_to_bf16x2(w.z), fp8x2_to_bf16x2(w.z >> 16), fp8x2_to_bf16x2(w.w),
+                                    fp8x2_to_bf16x2(w.w >> 16));
+        uint8_t* row = dst + kv * kTileB + j * kRowB + c * 32;
+        *reinterpret_cast<uint4*>(row) = lo;
+        *reinterpret_cast<uint4*>(row + 16) = hi;
+      }
+      __syncthreads();
+      kt = dst;
+      vt = dst + kTileB;
+    }
+    const int k0 = tile * kBN;
+    if (k0 <= warp_max_pos) {  // warp-uniform: some key of the tile is visible to one of its rows
+      // S = Q Kᵀ: s[n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
+      float s[kBN / 8][4];
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      const uint32_t kaddr = smem_addr(kt) + (lane % 8) * kRowB + (lane / 8) * 16;
+#pragma unroll
+      for (int d = 0; d < kHd / 32; ++d) {  // dims [32d, 32d + 32): two k-steps
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) {
+          uint32_t b[4];  // keys 8n..8n+7 at dims 32d + {0, 8, 16, 24}
+          ldmatrix_x4(b, kaddr + n * 8 * kRowB + d * 64);
+          mma_bf16(s[n], qf[2 * d], b[0], b[1]);
+          mma_bf16(s[n], qf[2 * d + 1], b[2], b[3]);
+        }
+      }
+      // Scale (base 2), mask, row max over the quad that shares the rows.
+      const bool masked = k0 + kBN - 1 > warp_min_pos;
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 8 * n + 2 * t + (e & 1);  // key k0 + j
+          float x = s[n][e] * (S::kFp8 ? s_scale * ksc[j] : s_scale);
+          if (masked && k0 + j > pos[e / 2]) x = -INFINITY;
+          s[n][e] = x;
+          mx[e / 2] = fmaxf(mx[e / 2], x);
+        }
+      }
+      float corr[2], base[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m[r], mx[r]);
+        base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0
+        corr[r] = exp2f(m[r] - base[r]);
+        m[r] = m_new;
+        l[r] *= corr[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kHd / 8; ++n) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+      // P (fp32 sum into l; bf16, times the V scale, into the A fragments).
+      uint32_t pf[kBN / 16][4];  // keys [16c, 16c + 16)
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n) {
+        float p[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[e] = exp2f(s[n][e] - base[e / 2]);
+          l[e / 2] += p[e];
+          if constexpr (S::kFp8) p[e] *= vsc[8 * n + 2 * t + (e & 1)];
+        }
+        pf[n / 2][2 * (n % 2)] = pack_bf16(p[0], p[1]);      // row g
+        pf[n / 2][2 * (n % 2) + 1] = pack_bf16(p[2], p[3]);  // row g + 8
+      }
+      // O += P V.
+      const uint32_t vaddr = smem_addr(vt) + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowB + (lane / 16) * 16;
+#pragma unroll
+      for (int c = 0; c < kBN / 16; ++c) {
+#pragma unroll
+        for (int d = 0; d < kHd / 16; ++d) {
+          uint32_t b[4];  // keys 16c + {0..7, 8..15} at dims 16d + {0..7}, then 16d + {8..15}
+          ldmatrix_x4_trans(b, vaddr + c * 16 * kRowB + d * 32);
+          mma_bf16(o[2 * d], pf[c], b[0], b[1]);
+          mma_bf16(o[2 * d + 1], pf[c], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the buffers of this tile may be refilled
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    if (!valid[r]) continue;
+    const float inv = 1.0f / l[r];
+    float* dst = a.out + off[r] + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kHd / 8; ++n)
+      *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+  }
+}
+
+template <DType KT>
+cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = Smem<KT>::kBytes;
+  cudaError_t e = allow_dynamic_smem(attention_prefill_kernel<KT>, smem);
+  if (e != cudaSuccess) return e;
+  const int64_t blocks = a.num_items * a.kv_heads;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  attention_prefill_kernel<KT><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool attention_prefill_supports(DType dtype, int head_dim) {
+  return head_dim == kHd && (dtype == DType::kBF16 || dtype == DType::kF8E4M3);
+}
+
+cudaError_t launch_attention_prefill(const AttentionArgs& a, cudaStream_t stream) {
+  if (!attention_prefill_supports(a.dtype, a.head_dim) || a.group < 1 || a.kv_heads < 1 || a.num_items < 1 ||
+      a.block_size < 1)
+    return cudaErrorInvalidValue;
+  if (a.dtype == DType::kF8E4M3) {
+    if (!a.k_scales || !a.v_scales) return cudaErrorInvalidValue;
+    return launch_typed<DType::kF8E4M3>(a, stream);
+  }
+  return launch_typed<DType::kBF16>(a, stream);
+}
+
+}  // namespace m2::cuda

@@ -1,0 +1,281 @@
+// The CUDA attention paths against the CPU backend's attention (itself tested
+// against transformers): the tensor-core prefill kernel (sequences of >=
+// kPrefillMinRows rows over BF16/FP8 caches of head_dim 128), the general
+// SIMT kernel (decode rows, short chunks, F32 caches, other head dims) and
+// steps that mix both; and the FP8 KV store, byte for byte.
+//
+// Caches are filled through kv_store on both backends from the same random
+// K/V, at the slots of shuffled (non-contiguous) block tables, and must agree
+// byte for byte before attention runs, so both backends read identical
+// caches. Then every (row, q head) output vector is compared.
+//
+// Bounds, as relative L2 error ‖got − want‖ / ‖want‖:
+//   - SIMT kernel: fp32 throughout, only the summation order differs from
+//     the CPU (~1e-6); 1e-4 per vector, 2e-5 over the whole output.
+//   - Tensor-core kernel: Q and P are rounded to bf16 (RNE, relative error
+//     uniform in ±2^-9, rms 2^-9/√3 ≈ 1.1e-3); K and V are exact (BF16
+//     caches; FP8 codes convert to bf16 exactly and their scales stay fp32).
+//     Q's rounding moves a logit by ~1.1e-3 · |q|·|k|·scale (~1 for
+//     unit-normal q, k and scale 1/√128), P's moves each term of P V by
+//     ~1.1e-3: the output moves by ~1.6e-3 of its norm. Bounds: 12 · 2^-9
+//     (2.3e-2) per vector and 4 · 2^-9 (7.8e-3) overall, times q_scale when
+//     q is drawn larger (the logit error grows with |q|). A wrong fragment,
+//     mask or gather moves outputs by O(1) (or by 1/position for a mask off
+//     by one; the first rows of each case catch that).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cuda/attention_prefill.h"
+#include "cuda_test_util.h"
+
+namespace m2::test {
+namespace {
+
+struct SeqSpec {
+  int64_t context, rows;  // rows of the step end at position context - 1
+};
+
+struct AttnSpec {
+  int heads, kv_heads, hd, block_size;
+  DType dtype;
+  std::vector<SeqSpec> seqs;
+  float q_scale = 1.0f;
+};
+
+std::string describe(const AttnSpec& c) {
+  std::string s = fmt::format("{} cache, {}/{} heads x {}, block {}, q scale {}, seqs (context, rows):", dtype_name(c.dtype),
+                              c.heads, c.kv_heads, c.hd, c.block_size, c.q_scale);
+  for (const SeqSpec& q : c.seqs) s += fmt::format(" ({}, {})", q.context, q.rows);
+  return s;
+}
+
+// Where byte `off` of one layer's cache storage lies (K codes, V codes, K
+// scales, V scales; KvCache's layout with num_layers = 1).
+std::string locate(const KvCacheShape& s, size_t off) {
+  const size_t codes = static_cast<size_t>(s.num_blocks * s.block_bytes());
+  const size_t esz = dtype_size(s.dtype);
+  if (off < 2 * codes) {
+    const int64_t e = static_cast<int64_t>((off % codes) / esz);
+    const int64_t slot = e / s.token_elems();
+    return fmt::format("{} codes: slot {} (block {}, offset {}), kv head {}, dim {}", off < codes ? "K" : "V", slot,
+                       slot / s.block_size, slot % s.block_size, (e % s.token_elems()) / s.head_dim, e % s.head_dim);
+  }
+  const size_t i = (off - 2 * codes) % static_cast<size_t>(s.scale_bytes()) / 4;
+  return fmt::format("{} scale: slot {}, kv head {}", off - 2 * codes < static_cast<size_t>(s.scale_bytes()) ? "K" : "V",
+                     i / s.num_kv_heads, i % s.num_kv_heads);
+}
+
+class CudaAttention : public CudaTest {
+ protected:
+  // Fills both caches, checks them equal, runs attention on both, compares.
+  void run(const AttnSpec& c, uint64_t seed);
+  // Expects the two backends' cache storage identical; names the first
+  // differing bytes.
+  void expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
+                         const std::string& what);
+};
+
+void CudaAttention::expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
+                                      const std::string& what) {
+  std::vector<uint8_t> got(KvCache::storage_bytes(shape));
+  gpu_->copy_to_host(gcache.k_base(0), got.data(), got.size());
+  const auto* want = static_cast<const uint8_t*>(ccache.k_base(0));
+  int reported = 0;
+  size_t differing = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    ++differing;
+    if (reported++ < 8)
+      ADD_FAILURE() << "kv_store differs at " << locate(shape, i) << ": GPU byte 0x" << std::hex << int(got[i])
+                    << ", CPU 0x" << int(want[i]) << std::dec << " (" << what << ")";
+  }
+  EXPECT_EQ(differing, 0u) << "bytes of the GPU cache that differ from the CPU's (" << what << ")";
+}
+
+void CudaAttention::run(const AttnSpec& c, uint64_t seed) {
+  SCOPED_TRACE(describe(c));
+  HostTensors h(seed);
+  Backend& gpu = *gpu_;
+  Backend& cpu = *cpu_;
+  int64_t blocks = 0, rows = 0;
+  for (const SeqSpec& q : c.seqs) blocks += (q.context + c.block_size - 1) / c.block_size, rows += q.rows;
+  KvCacheShape shape{1, c.kv_heads, c.hd, c.block_size, blocks, c.dtype};
+  KvCache gcache(shape, gpu.allocate(KvCache::storage_bytes(shape)));
+  KvCache ccache(shape, cpu.allocate(KvCache::storage_bytes(shape)));
+  const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);  // slots past a context compare equal
+  gpu.copy_from_host(zeros.data(), gcache.k_base(0), zeros.size());
+  std::memcpy(ccache.k_base(0), zeros.data(), zeros.size());
+
+  // Each sequence's blocks: a random subset of the pool in random order.
+  std::vector<int32_t> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), h.rng());
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<SeqSlice> slices;
+  int64_t next = 0, row = 0;
+  const int64_t kv = static_cast<int64_t>(c.kv_heads) * c.hd;
+  for (const SeqSpec& q : c.seqs) {
+    const int64_t n_blocks = (q.context + c.block_size - 1) / c.block_size;
+    auto& table = tables.emplace_back(order.begin() + next, order.begin() + next + n_blocks);
+    next += n_blocks;
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < q.context; ++p) slots.push_back(int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size);
+    auto k = h.randn(q.context * kv), v = h.randn(q.context * kv);
+    gpu.kv_store(gcache, 0, to_gpu(k, q.context), to_gpu(v, q.context), slots);
+    cpu.kv_store(ccache, 0, host_act(k, q.context), host_act(v, q.context), slots);
+    slices.push_back({row, q.rows, q.context, {}});
+    row += q.rows;
+  }
+  for (size_t i = 0; i < slices.size(); ++i) slices[i].block_table = tables[i];
+  expect_same_cache(shape, gcache, ccache, "random K/V");
+
+  const int64_t cols = static_cast<int64_t>(c.heads) * c.hd;
+  auto q = h.randn(rows * cols, c.q_scale);
+  Act out = poisoned(rows, cols);
+  const float scale = 1.0f / std::sqrt(float(c.hd));
+  gpu.attention(to_gpu(q, rows), gcache, 0, slices, c.heads, scale, out);
+  std::vector<float> want(rows * cols);
+  cpu.attention(host_act(q, rows), ccache, 0, slices, c.heads, scale, host_act(want, rows));
+  const std::vector<float> got = to_host(out);
+
+  // Per sequence: which kernel ran it, and its bounds.
+  const double tc_factor = std::max(1.0f, c.q_scale);
+  double err2[2] = {0, 0}, ref2[2] = {0, 0};  // [0]: SIMT rows, [1]: tensor-core rows
+  int reported = 0;
+  for (size_t i = 0; i < c.seqs.size(); ++i) {
+    const bool tc = cuda::attention_prefill_supports(c.dtype, c.hd) && c.seqs[i].rows >= cuda::kPrefillMinRows;
+    const double bound = tc ? 12.0 / 512 * tc_factor : 1e-4;
+    for (int64_t r = 0; r < c.seqs[i].rows; ++r) {
+      for (int hh = 0; hh < c.heads; ++hh) {
+        const size_t base = static_cast<size_t>((slices[i].first_row + r) * cols + hh * c.hd);
+        double e2 = 0, w2 = 0, worst = -1;
+        int worst_d = 0;
+        for (int d = 0; d < c.hd; ++d) {
+          const double g = got[base + d], w = want[base + d];
+          const double diff = std::isfinite(g) ? std::abs(g - w) : std::numeric_limits<double>::infinity();
+          e2 += diff * diff, w2 += w * w;
+          if (diff > worst) worst = diff, worst_d = d;
+        }
+        err2[tc] += e2, ref2[tc] += w2;
+        const double rel = std::sqrt(e2 / std::max(w2, 1e-300));
+        if (!(rel <= bound) && reported++ < 10)
+          ADD_FAILURE() << (tc ? "tensor-core" : "SIMT") << " attention: seq " << i << " row " << r << " (position "
+                        << c.seqs[i].context - c.seqs[i].rows + r << ") head " << hh << " (kv head "
+                        << hh / (c.heads / c.kv_heads) << "): relative error " << rel << " > " << bound
+                        << "; worst dim " << worst_d << ": GPU " << got[base + worst_d] << ", CPU "
+                        << want[base + worst_d];
+      }
+    }
+  }
+  if (ref2[0] > 0) {
+    EXPECT_LE(std::sqrt(err2[0] / ref2[0]), 2e-5) << "SIMT rows overall";
+  }
+  if (ref2[1] > 0) {
+    EXPECT_LE(std::sqrt(err2[1] / ref2[1]), 4.0 / 512 * tc_factor) << "tensor-core rows overall";
+  }
+}
+
+constexpr int kH = 48, kKv = 8, kHd = 128;  // MiniMax-M2
+
+// Fresh prefills of every size around the dispatch threshold (15: SIMT, 16:
+// tensor cores) and the 128-vector items (17 rows = 102 vectors, 100 rows =
+// 4.7 items, 1000 rows = 46.9 items).
+TEST_F(CudaAttention, PrefillMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32})
+    for (int64_t n : {1, 15, 16, 17, 100, 1000}) run({kH, kKv, kHd, 16, dt, {{n, n}}}, 100 + n);
+}
+
+TEST_F(CudaAttention, Prefill4096RowsMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) run({kH, kKv, kHd, 16, dt, {{4096, 4096}}}, 200);
+}
+
+// Chunked prefill: the rows attend to every cached key before the chunk
+// plus causally within it.
+TEST_F(CudaAttention, ChunkedPrefillMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    run({kH, kKv, kHd, 16, dt, {{3000, 200}}}, 300);
+    run({kH, kKv, kHd, 16, dt, {{1000, 17}, {5000, 640}, {129, 64}}}, 301);
+  }
+}
+
+// One step with prefill chunks (tensor cores) and decode rows and a short
+// chunk (SIMT, split over the keys) over one cache.
+TEST_F(CudaAttention, MixedStepMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32})
+    run({kH, kKv, kHd, 16, dt, {{700, 200}, {1024, 1}, {3000, 1}, {5, 5}, {64, 16}, {2048, 3}}}, 400);
+}
+
+// Sharper softmax (logits of std 4): the online max and rescaling matter.
+TEST_F(CudaAttention, PeakySoftmaxMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) run({kH, kKv, kHd, 16, dt, {{600, 600}, {900, 1}}, 4.0f}, 500);
+}
+
+// Other shapes: GQA 4:1 and 1:1 at head_dim 128 with blocks of 4, 12 (not a
+// power of two: the general gather) and 128 (larger than a key tile); head
+// dims 64 go to the SIMT kernel.
+TEST_F(CudaAttention, SmallConfigsMatchCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    run({8, 2, 128, 4, dt, {{90, 90}, {33, 1}, {300, 40}}}, 600);
+    run({8, 2, 128, 12, dt, {{250, 250}, {77, 20}}}, 601);
+    run({4, 4, 128, 128, dt, {{400, 400}, {500, 1}}}, 602);
+    run({4, 2, 64, 4, dt, {{90, 90}, {333, 1}}}, 603);
+  }
+}
+
+// FP8 decode with split keys at long context, and a chunk at the end of it.
+TEST_F(CudaAttention, Fp8At32KContextMatchesCpu) { run({kH, kKv, kHd, 16, DType::kF8E4M3, {{32768, 1}, {32800, 64}}}, 700); }
+
+// kv_store into an FP8 cache produces the CPU backend's bytes (codes and
+// scales) for heads of very different magnitudes, an all-zero head (scale
+// 1), signed zeros, values whose quotient by the scale is exactly halfway
+// between two e4m3 codes (round to even), subnormal codes and the
+// saturating maximum.
+TEST_F(CudaAttention, Fp8KvStoreIsBitIdenticalToCpu) {
+  HostTensors h(800);
+  const int kv_heads = 8, hd = 128, bs = 16;
+  const int64_t T = 40;
+  KvCacheShape shape{1, kv_heads, hd, bs, 4, DType::kF8E4M3};
+  KvCache gcache(shape, gpu_->allocate(KvCache::storage_bytes(shape)));
+  KvCache ccache(shape, cpu_->allocate(KvCache::storage_bytes(shape)));
+  const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);
+  gpu_->copy_from_host(zeros.data(), gcache.k_base(0), zeros.size());
+  std::memcpy(ccache.k_base(0), zeros.data(), zeros.size());
+  // Exact midpoints between codes at scale 1 (amax 448), rounding to the
+  // even code: 1.0625 -> 1, 1.1875 -> 1.25, 2^-10 -> 0, 3 * 2^-10 -> 2^-8,
+  // 9 * 2^-10 -> 2^-7 (subnormals), 272 -> 256.
+  const float ties[] = {1.0625f, 1.1875f, 0.0009765625f, 0.0029296875f, 0.0087890625f, -1.0625f, -0.0009765625f, 272.0f};
+  auto make = [&](std::vector<float>& x) {
+    x = h.randn(T * kv_heads * hd);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int hh = 0; hh < kv_heads; ++hh) {
+        float* r = x.data() + (t * kv_heads + hh) * hd;
+        switch ((t + hh) % 5) {
+          case 0: std::fill(r, r + hd, 0.0f); break;                   // all zero: scale 1
+          case 1: for (int d = 0; d < hd; ++d) r[d] *= 1e-3f; break;    // small
+          case 2: for (int d = 0; d < hd; ++d) r[d] *= 300.0f; break;   // large
+          case 3:                                                       // amax 448: scale exactly 1
+            for (int d = 0; d < hd; ++d) r[d] = ties[d % 8] * (d % 16 < 8 ? 1.0f : 0.5f);
+            r[0] = 448.0f, r[1] = -0.0f;
+            break;
+          default: r[5] = -0.0f; break;  // unit normal with a signed zero
+        }
+      }
+    }
+  };
+  std::vector<float> k, v;
+  make(k);
+  make(v);
+  std::vector<int64_t> slots(T);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), h.rng());
+  for (int64_t& s : slots) s += s >= 20 ? 4 : 0;  // slots 20..23 stay unwritten (zero in both)
+  gpu_->kv_store(gcache, 0, to_gpu(k, T), to_gpu(v, T), slots);
+  cpu_->kv_store(ccache, 0, host_act(k, T), host_act(v, T), slots);
+  expect_same_cache(shape, gcache, ccache, "magnitudes, zeros, ties, saturation");
+}
+
+}  // namespace
+}  // namespace m2::test
