@@ -23,6 +23,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sampling.h"
 #include "model/backend.h"
 
 namespace m2 {
@@ -202,7 +203,7 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens) {
       routings.push_back(Routing{b.device_array(ids), b.device_array(wts), T, k});
     }
     Act x = b.act(T, H), out = b.act(T, H);
-    const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
+    const double us = b.time_us(100, [&](int) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
     const double mean_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / variants;
     b.add(fmt::format("moe T={} ({:.0f} experts)", T, mean_touched), "FP8 256 x [1536, 3072]", us,
           mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
@@ -230,7 +231,7 @@ void bench_attention(Bench& b, int64_t context, int64_t rows) {
     seqs.push_back({r, 1, context, tables[r]});
   }
   Act q = b.act(rows, heads * hd), out = b.act(rows, heads * hd);
-  const double us = b.time_us(100, [&](int i) { b.gpu().attention(q, cache, i % layers, seqs, heads, 0.0883883f, out); });
+  const double us = b.time_us(100, [&](int) { b.gpu().attention(q, cache, i % layers, seqs, heads, 0.0883883f, out); });
   b.add(fmt::format("attention decode x{} ctx {}", rows, context), "BF16 KV 48/8 x 128", us,
         static_cast<double>(seq_bytes) * rows, 4.0 * rows * heads * context * hd);
 }
@@ -272,6 +273,31 @@ void bench_qk_norm_rope(Bench& b, std::vector<int64_t> tokens) {
   }
 }
 
+// The sampling kernel alone (parameters already on the device; the op adds
+// their upload and the copy of the results): default-like rows (top-k 40,
+// top-p 0.95, T 1) and greedy, over the full vocabulary. Bytes: the logits
+// read once.
+void bench_sample(Bench& b, std::vector<int64_t> rows_list) {
+  const int64_t V = 200064;
+  for (int64_t R : rows_list) {
+    Act lg = b.act(R, V);
+    for (bool greedy : {false, true}) {
+      std::vector<cuda::SampleRowArgs> args(R);
+      for (int64_t r = 0; r < R; ++r) {
+        args[r].inv_temperature = greedy ? 0.0 : 1.0;
+        args[r].top_k = 40, args[r].top_p = 0.95f, args[r].seed = r;
+      }
+      const auto* d_args = b.device_array(args);
+      auto* d_out = b.device_array(std::vector<cuda::SampleRowResult>(R));
+      const double us = b.time_us(100, [&](int) {
+        require(cuda::launch_sample(lg.data, R, V, d_args, nullptr, d_out, static_cast<cudaStream_t>(cuda_stream(b.gpu()))),
+                "sample");
+      });
+      b.add(fmt::format("sample {} R={}", greedy ? "greedy" : "top-k/p", R), dims(R, V), us, R * V * 4.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace m2
 
@@ -302,6 +328,7 @@ int main(int argc, char** argv) {
   bench_attention(b, 32768, 1);
   bench_route(b, {1, 64});
   bench_qk_norm_rope(b, {1, 64});
+  bench_sample(b, {1, 256});
 
   std::printf("\n%-36s %-22s %9s %9s %8s %9s\n", "kernel", "shape", "us", "GB/s", "% copy", "TFLOP/s");
   for (const Row& r : b.rows()) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sampling.h"
 #include "model/backend.h"
 
 namespace m2::cuda {
@@ -39,6 +40,8 @@ class CudaBackend final : public Backend {
                  Act out) override;
   void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+  Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;  // cuda_sampling.cpp
+  MemoryInfo memory_info() override;
 
   cudaStream_t stream() const { return stream_; }
 
@@ -80,6 +83,9 @@ class CudaBackend final : public Backend {
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
   std::vector<uint8_t> attn_meta_host_;
+  DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
+  DeviceBuffer sample_results_;
+  std::vector<SampleRowResult> sample_results_host_;
 };
 
 }  // namespace m2::cuda
