@@ -203,7 +203,7 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens) {
       routings.push_back(Routing{b.device_array(ids), b.device_array(wts), T, k});
     }
     Act x = b.act(T, H), out = b.act(T, H);
-    const double us = b.time_us(100, [&](int) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
+    const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
     const double mean_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / variants;
     b.add(fmt::format("moe T={} ({:.0f} experts)", T, mean_touched), "FP8 256 x [1536, 3072]", us,
           mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
@@ -231,7 +231,7 @@ void bench_attention(Bench& b, int64_t context, int64_t rows) {
     seqs.push_back({r, 1, context, tables[r]});
   }
   Act q = b.act(rows, heads * hd), out = b.act(rows, heads * hd);
-  const double us = b.time_us(100, [&](int) { b.gpu().attention(q, cache, i % layers, seqs, heads, 0.0883883f, out); });
+  const double us = b.time_us(100, [&](int i) { b.gpu().attention(q, cache, i % layers, seqs, heads, 0.0883883f, out); });
   b.add(fmt::format("attention decode x{} ctx {}", rows, context), "BF16 KV 48/8 x 128", us,
         static_cast<double>(seq_bytes) * rows, 4.0 * rows * heads * context * hd);
 }
