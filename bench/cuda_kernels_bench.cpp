@@ -24,6 +24,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sampling.h"
 #include "model/backend.h"
 
 namespace m2 {
@@ -305,6 +306,31 @@ void bench_qk_norm_rope(Bench& b, std::vector<int64_t> tokens) {
   }
 }
 
+// The sampling kernel alone (parameters already on the device; the op adds
+// their upload and the copy of the results): default-like rows (top-k 40,
+// top-p 0.95, T 1) and greedy, over the full vocabulary. Bytes: the logits
+// read once.
+void bench_sample(Bench& b, std::vector<int64_t> rows_list) {
+  const int64_t V = 200064;
+  for (int64_t R : rows_list) {
+    Act lg = b.act(R, V);
+    for (bool greedy : {false, true}) {
+      std::vector<cuda::SampleRowArgs> args(R);
+      for (int64_t r = 0; r < R; ++r) {
+        args[r].inv_temperature = greedy ? 0.0 : 1.0;
+        args[r].top_k = 40, args[r].top_p = 0.95f, args[r].seed = r;
+      }
+      const auto* d_args = b.device_array(args);
+      auto* d_out = b.device_array(std::vector<cuda::SampleRowResult>(R));
+      const double us = b.time_us(100, [&](int) {
+        require(cuda::launch_sample(lg.data, R, V, d_args, nullptr, d_out, static_cast<cudaStream_t>(cuda_stream(b.gpu()))),
+                "sample");
+      });
+      b.add(fmt::format("sample {} R={}", greedy ? "greedy" : "top-k/p", R), dims(R, V), us, R * V * 4.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace m2
 
@@ -358,6 +384,7 @@ int main(int argc, char** argv) {
     }
     unsetenv("M2CPP_FP8_GEMM");
   }
+  bench_sample(b, {1, 256});
 
   std::printf("\n%-36s %-22s %9s %9s %8s %9s %7s\n", "kernel", "shape", "us", "GB/s", "% copy", "TFLOP/s", "% fp8");
   for (const Row& r : b.rows()) {

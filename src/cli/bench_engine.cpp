@@ -41,9 +41,11 @@ int run(const ModelOptions& mo, const Args& a) {
   c.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
   const KvCacheShape per = model.kv_shape(16, 1, c.kv_dtype);
   // Default budget: every request's whole context at once (no preemption).
-  c.kv_cache_bytes = a.kv_cache_memory > 0 ? a.kv_cache_memory
-                                           : static_cast<int64_t>(KvCache::storage_bytes(per)) *
-                                                 ((a.input_len + a.output_len) / 16 + 2) * a.num_prompts;
+  const int64_t all_at_once =
+      static_cast<int64_t>(KvCache::storage_bytes(per)) * ((a.input_len + a.output_len) / 16 + 2) * a.num_prompts;
+  auto kv_bytes = mo.kv_cache_bytes(*m, a.kv_cache_memory, all_at_once, a.max_num_batched_tokens, a.max_num_seqs);
+  if (!kv_bytes.ok()) return fail(kv_bytes.status());
+  c.kv_cache_bytes = *kv_bytes;
   auto engine = Engine::create(model, nullptr, c);
   if (!engine.ok()) return fail(engine.status());
 
@@ -116,7 +118,7 @@ std::function<int()> add_bench_engine(CLI::App* bench, CLI::App** sub) {
   app->add_option("--shared-prefix", a->shared_prefix, "Fraction of the prompt common to all requests (0..1)");
   app->add_option("--max-num-seqs", a->max_num_seqs, "Running sequences at once");
   app->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step");
-  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default: all requests at once)");
+  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default: from --gpu-memory-utilization, else all requests at once)");
   app->add_option("--kv-dtype", a->kv, "f32, bf16 or fp8")->check(CLI::IsMember({"f32", "bf16", "fp8"}));
   app->add_option("--json", a->json_out, "Also write the figures to this JSON file");
   *sub = app;

@@ -93,7 +93,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
 
   EngineConfig ec;
   ec.block_size = a.block_size;
-  ec.kv_cache_bytes = a.kv_cache_memory;
+  auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
+  if (!kv_bytes.ok()) return fail(kv_bytes.status());
+  ec.kv_cache_bytes = *kv_bytes;
   ec.kv_dtype = parse_kv_dtype(a.kv_cache_dtype).value();  // the option's check allows only valid names
   ec.prefix_cache = a.prefix_caching;
   ec.max_model_len = a.max_model_len;
@@ -153,7 +155,7 @@ Command make_serve(CLI::App& parent) {
       ->check(CLI::IsMember({"split", "append-think"}));
   app->add_option("--max-num-seqs", a->max_num_seqs, "Sequences running at once");
   app->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per engine step");
-  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default 256 MiB)");
+  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default: from --gpu-memory-utilization, else 256 MiB)");
   app->add_option("--block-size", a->block_size, "Tokens per KV block");
   app->add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (bf16), bf16, fp8 or f32")
       ->check(CLI::IsMember({"auto", "bf16", "fp8", "f32"}));

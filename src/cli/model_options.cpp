@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "engine/memory_budget.h"
 #include "util/json.h"
+#include "util/log.h"
 #include "util/thread_pool.h"
 #ifdef M2CPP_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -26,6 +28,9 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
 #else
   app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
 #endif
+  app->add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                  "Fraction (0, 1] of the GPU's memory for weights + activations + KV cache; sizes the KV cache "
+                  "when --kv-cache-memory is not given (--device cuda)");
 }
 
 LoadOptions ModelOptions::load_options() const {
@@ -75,8 +80,34 @@ Result<LoadedModel> ModelOptions::load_on_backend() const {
   LoadedModel m;
   M2_ASSIGN_OR_RETURN(m.backend, make_backend());
   M2_ASSIGN_OR_RETURN(m.weights, load());
+  if (gpu_memory_utilization != 0 && device == "cpu")
+    return errorf("--gpu-memory-utilization applies to --device cuda");
+  const size_t free_before = m.backend->memory_info().free_bytes;
   M2_RETURN_IF_ERROR(m.backend->prepare_weights(*m.weights));
+  if (device != "cpu") {
+    const size_t free_after = m.backend->memory_info().free_bytes;
+    m.weight_bytes = free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+    if (gpu_memory_utilization != 0) {  // the weights alone must fit the budget
+      const MemoryInfo mi = m.backend->memory_info();
+      M2_RETURN_IF_ERROR(
+          kv_cache_budget(gpu_memory_utilization, static_cast<int64_t>(mi.total_bytes), m.weight_bytes, 0).status());
+    }
+  }
   return m;
+}
+
+Result<int64_t> ModelOptions::kv_cache_bytes(const LoadedModel& m, int64_t explicit_bytes, int64_t fallback,
+                                             int64_t max_tokens, int64_t max_rows) const {
+  if (explicit_bytes > 0) return explicit_bytes;
+  if (gpu_memory_utilization == 0) return fallback;
+  const int64_t total = static_cast<int64_t>(m.backend->memory_info().total_bytes);
+  const int64_t reserve = activation_reserve_bytes(m.weights->config, max_tokens, max_rows);
+  M2_ASSIGN_OR_RETURN(int64_t kv, kv_cache_budget(gpu_memory_utilization, total, m.weight_bytes, reserve));
+  log_info("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB: weights {:.2f}, activation reserve {:.2f}, "
+           "KV cache {:.2f} GiB",
+           gpu_memory_utilization, gpu_memory_utilization * total / 1073741824.0, total / 1073741824.0,
+           m.weight_bytes / 1073741824.0, reserve / 1073741824.0, kv / 1073741824.0);
+  return kv;
 }
 
 Result<DType> parse_kv_dtype(const std::string& name) {

@@ -16,6 +16,7 @@ namespace m2::cli {
 struct LoadedModel {
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Backend> backend;
+  int64_t weight_bytes = 0;  // backend memory the weights took (measured; 0 on the CPU)
 };
 
 
@@ -26,6 +27,7 @@ struct ModelOptions {
   uint64_t seed = 0;
   int threads = 0;
   std::string device = "cpu";
+  double gpu_memory_utilization = 0;  // 0: not given
 
   void add_to(CLI::App* app, bool model_required = true);
   LoadOptions load_options() const;
@@ -37,6 +39,12 @@ struct ModelOptions {
   Result<LoadedModel> load_on_backend() const;
   // Sizes the global thread pool from --threads (before any backend exists).
   void apply_threads() const;
+  // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,
+  // with --gpu-memory-utilization, what its budget leaves after the weights
+  // and the activations of a step of `max_tokens` tokens and `max_rows`
+  // logit rows; else `fallback`.
+  Result<int64_t> kv_cache_bytes(const LoadedModel& m, int64_t explicit_bytes, int64_t fallback, int64_t max_tokens,
+                                 int64_t max_rows) const;
 };
 
 // "cuda" -> 0, "cuda:N" -> N, anything else -> -1.

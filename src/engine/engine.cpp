@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "engine/sampler.h"
+
 #include "util/log.h"
 #include "util/thread_pool.h"
 
@@ -77,7 +79,7 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     seq->priority = priority;
     seq->arrival = next_arrival_++;
     seq->params = params;
-    seq->rng.seed(params.seed ? *params.seed + static_cast<uint64_t>(i) : (static_cast<uint64_t>(rd()) << 32) ^ rd());
+    seq->seed = params.seed ? *params.seed + static_cast<uint64_t>(i) : (static_cast<uint64_t>(rd()) << 32) ^ rd();
     seq->tokens = prompt;
     seq->num_prompt_tokens = static_cast<int64_t>(prompt.size());
     seq->forced.assign(params.forced_tokens.begin(), params.forced_tokens.end());
@@ -178,6 +180,8 @@ Result<std::vector<RequestOutput>> Engine::step() {
   StepInput in;
   struct Rows { int64_t first_logit = -1, num_logits = 0; };
   std::vector<Rows> rows(so.chunks.size());
+  std::vector<size_t> sampling;  // chunks that reach the end of their sequence's known tokens
+  bool full_logits = false;      // a chunk needs prompt logprobs: the step's logits come to the host
   int64_t row = 0;
   for (size_t c = 0; c < so.chunks.size(); ++c) {
     Sequence& seq = *so.chunks[c].seq;
@@ -194,18 +198,30 @@ Result<std::vector<RequestOutput>> Engine::step() {
     if (prompt_lp) {
       for (int64_t i = 0; i < n; ++i) in.logit_rows.push_back(row + i);
       rows[c].num_logits = n;
+      full_logits = true;
     } else if (completes) {
       in.logit_rows.push_back(row + n - 1);
       rows[c].num_logits = 1;
     }
+    if (completes) sampling.push_back(c);
     row += n;
   }
-  M2_RETURN_IF_ERROR(model_.forward(in, *cache_, &logits_));
+  // Each sampling sequence's row: its last logit row.
+  std::vector<SampleRowInputs> inputs(sampling.size());
+  std::vector<SampleRow> sample_rows(sampling.size());
+  for (size_t i = 0; i < sampling.size(); ++i)
+    sample_rows[i] = make_sample_row(*so.chunks[sampling[i]].seq, eos_ids_, &inputs[i]);
+  std::vector<SampledToken> sampled(sampling.size());
+  if (full_logits) {
+    M2_RETURN_IF_ERROR(model_.forward(in, *cache_, &logits_));
+  } else {
+    // Sampling where the logits are: only the tokens come back.
+    M2_RETURN_IF_ERROR(model_.forward_sample(in, *cache_, sample_rows, sampled));
+  }
   ++stats_.steps;
 
   const int64_t V = model_.config().vocab_size;
-  // Prompt logprobs, cache bookkeeping; collect the sequences that sample.
-  std::vector<size_t> sampling;
+  // Prompt logprobs and cache bookkeeping.
   for (size_t c = 0; c < so.chunks.size(); ++c) {
     Sequence& seq = *so.chunks[c].seq;
     const int64_t n = so.chunks[c].num_tokens, start = seq.num_computed;
@@ -225,33 +241,22 @@ Result<std::vector<RequestOutput>> Engine::step() {
     }
     seq.num_computed += n;
     blocks_.commit_full_blocks(seq);
-    if (seq.num_computed == seq.num_tokens()) sampling.push_back(c);
     auto sib = pending_siblings_.find(seq.id);
     if (sib != pending_siblings_.end() && seq.num_computed >= seq.num_prompt_tokens) {
       for (int64_t id : sib->second) scheduler_.add(seqs_.at(id).get());
       pending_siblings_.erase(sib);
     }
   }
-  // Sampling, one sequence per task (each has its own generator: the result
-  // does not depend on the thread count).
-  std::vector<SampledToken> sampled(sampling.size());
-  ThreadPool::global().parallel_for(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
-    const size_t c = sampling[i];
-    Sequence& seq = *so.chunks[c].seq;
-    float* lg = logits_.data() + (rows[c].first_logit + rows[c].num_logits - 1) * V;
-    std::vector<int32_t> banned;
-    if (seq.num_output() < seq.params.min_tokens) {
-      banned = seq.params.stop_token_ids;
-      if (!seq.params.ignore_eos) banned.insert(banned.end(), eos_ids_.begin(), eos_ids_.end());
-    }
-    if (!seq.forced.empty()) {
-      sampled[i] = forced_token(std::span<const float>(lg, V), seq.forced.front(), seq.params.logprobs);
-      seq.forced.pop_front();
-      return;
-    }
-    TokenHistory h{seq.prompt(), seq.output(), &seq.output_counts};
-    sampled[i] = sample_token(std::span<float>(lg, V), seq.params, h, banned, seq.rng);
-  });
+  if (full_logits) {
+    // The host path (the same math as Backend::sample), one sequence per task.
+    ThreadPool::global().parallel_for(static_cast<int64_t>(sampling.size()), [&](int64_t i, int) {
+      const size_t c = sampling[i];
+      float* lg = logits_.data() + (rows[c].first_logit + rows[c].num_logits - 1) * V;
+      sampled[i] = sample_row(std::span<float>(lg, V), sample_rows[i]);
+    });
+  }
+  for (size_t i = 0; i < sampling.size(); ++i)
+    if (sample_rows[i].forced >= 0) so.chunks[sampling[i]].seq->forced.pop_front();
   for (size_t i = 0; i < sampling.size(); ++i) {
     Sequence& seq = *so.chunks[sampling[i]].seq;
     RequestOutput out;

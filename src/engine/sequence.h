@@ -5,13 +5,12 @@
 
 #include <cstdint>
 #include <deque>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "model/sampling.h"
 
 namespace m2 {
 
@@ -25,7 +24,7 @@ struct Sequence {
   int priority = 0;                  // lower runs first (vLLM's convention)
   int64_t arrival = 0;               // admission order, for FCFS within a priority
   SamplingParams params;
-  std::mt19937_64 rng;
+  uint64_t seed = 0;                 // Philox key of its draws: request seed + index, else random
 
   std::vector<int32_t> tokens;       // prompt followed by generated tokens
   int64_t num_prompt_tokens = 0;
@@ -37,6 +36,7 @@ struct Sequence {
   SeqState state = SeqState::kWaiting;
   int num_preemptions = 0;
   std::unordered_map<int32_t, int> output_counts;
+  std::vector<int32_t> prompt_ids;   // distinct prompt ids, ascending (filled when a repetition penalty needs them)
   std::vector<SampledToken> output_logprobs;
   std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // one per prompt position (first is empty)
   std::deque<int32_t> forced;        // next tokens to emit instead of sampling (params.forced_*)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/sampling.h"
 #include "model/weights.h"
 #include "util/status.h"
 
@@ -49,6 +50,12 @@ struct SeqSlice {
   int64_t num_rows = 0;
   int64_t context_len = 0;
   std::span<const int32_t> block_table;
+};
+
+// Memory a backend allocates from, in bytes (GPU: the device's; CPU: RAM).
+struct MemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
 };
 
 class Backend {
@@ -90,6 +97,12 @@ class Backend {
                      Routing out) = 0;
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
   virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
+  // One token from each row of `logits` [rows.size(), vocab] (overwritten:
+  // the rows' edits are applied in place) as model/sampling.h defines it;
+  // only the small results come back to the host. Fails on inconsistent
+  // shapes or ids outside the vocabulary.
+  virtual Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) = 0;
+  virtual MemoryInfo memory_info() = 0;
 
   // ---- Fused steps: by default the ops above in sequence; a backend
   // overrides them to save launches and passes over memory (CUDA decode).
@@ -137,6 +150,9 @@ class Backend {
   // Ends a recording started by begin_step and queues the recorded ops.
   virtual void end_graph() {}
 };
+
+// Checks of Backend::sample's arguments every backend makes.
+Status check_sample_args(const Act& logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
 
 // The CPU backend (backend/cpu), the reference for every other backend.
 std::unique_ptr<Backend> make_cpu_backend();

@@ -40,6 +40,22 @@ Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
 }
 
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
+  M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
+  logits->resize(static_cast<size_t>(lg.rows * lg.cols));
+  if (lg.rows > 0) backend_.copy_to_host(lg.data, logits->data(), logits->size() * sizeof(float));
+  return Status();
+}
+
+Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<const SampleRow> rows,
+                                 std::span<SampledToken> out) {
+  if (rows.size() != in.logit_rows.size())
+    return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
+  M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
+  if (lg.rows == 0) return Status();
+  return backend_.sample(lg, rows, out);
+}
+
+Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   const ModelConfig& c = config();
   const int64_t T = static_cast<int64_t>(in.tokens.size());
   if (T == 0) return errorf("forward: empty step");
@@ -121,18 +137,13 @@ Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float
   }
 
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
-  if (R == 0) {
-    logits->clear();
-    return Status();
-  }
+  if (R == 0) return Act{nullptr, 0, c.vocab_size};
   Act sel = scratch(kSel, R, H);
   b.gather_rows(x, in.logit_rows, sel);
   b.rms_norm(sel, weights_.final_norm, eps, sel);
   Act lg = scratch(kLogits, R, c.vocab_size);
   b.matmul(sel, weights_.lm_head, lg);
-  logits->resize(static_cast<size_t>(R * c.vocab_size));
-  b.copy_to_host(lg.data, logits->data(), logits->size() * sizeof(float));
-  return Status();
+  return lg;
 }
 
 }  // namespace m2

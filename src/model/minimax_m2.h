@@ -35,8 +35,16 @@ class MiniMaxM2 {
 
   // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host).
   Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
+  // Runs one step and samples one token from each logit row where the
+  // logits are (Backend::sample): rows[i] samples in.logit_rows[i], into
+  // out[i]. Only the sampled tokens and their logprobs reach the host.
+  Status forward_sample(const StepInput& in, KvCache& cache, std::span<const SampleRow> rows,
+                        std::span<SampledToken> out);
 
  private:
+  // The step's logits [logit_rows, vocab_size] in backend memory (no rows:
+  // an empty Act).
+  Result<Act> run(const StepInput& in, KvCache& cache);
   Act scratch(int index, int64_t rows, int64_t cols);
 
   const ModelWeights& weights_;

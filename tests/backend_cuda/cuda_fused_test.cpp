@@ -88,7 +88,8 @@ TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
     KvCacheShape s;
     s.num_layers = 1, s.num_kv_heads = c.kv_heads, s.head_dim = c.hd, s.block_size = 4, s.num_blocks = 4, s.dtype = c.cache;
     KvCache gcache(s, gpu_->allocate(KvCache::storage_bytes(s)));
-    std::vector<uint8_t> cpu_bytes(KvCache::storage_bytes(s));
+    std::vector<uint8_t> cpu_bytes(KvCache::storage_bytes(s));  // zeros, like the GPU cache's unwritten slots
+    gpu_->copy_from_host(cpu_bytes.data(), gcache.k_base(0), cpu_bytes.size());
     KvCache ccache(s, std::shared_ptr<void>(cpu_bytes.data(), [](void*) {}));
     const std::vector<int64_t> slots = {13, 2, 7, 0, 15, 9};
     const RopeParams rope{c.hd, c.rot, 5e6};

@@ -1,4 +1,5 @@
-// Distribution tests of the sampler with fixed seeds: empirical frequencies
+// Distribution tests of the sampler (model/sampling.*, the rows the engine
+// builds) with fixed seeds: empirical frequencies over many output positions
 // against the probabilities each parameter defines.
 #include "engine/sampler.h"
 
@@ -12,17 +13,31 @@ namespace {
 
 const std::vector<float> kLogits = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, -3.0f};
 
+// The row of a sequence with an empty prompt, `output` generated so far and
+// `banned` ids (min_tokens), at output position `step`.
+SampledToken sample(std::vector<float> lg, const SamplingParams& p, uint64_t seed, uint64_t step,
+                    const std::vector<int32_t>& banned = {}, const std::vector<int32_t>& output = {}) {
+  std::vector<TokenCount> counts;
+  for (int32_t t : output) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const TokenCount& c) { return c.id == t; });
+    if (it == counts.end()) counts.push_back({t, 1});
+    else ++it->count;
+  }
+  std::vector<LogitBias> bias;
+  for (const auto& [id, b] : p.logit_bias) bias.push_back({id, b});
+  SampleRow r;
+  r.temperature = p.temperature, r.top_k = p.top_k, r.top_p = p.top_p, r.min_p = p.min_p;
+  r.repetition_penalty = p.repetition_penalty, r.frequency_penalty = p.frequency_penalty;
+  r.presence_penalty = p.presence_penalty, r.logprobs = p.logprobs;
+  r.seed = seed, r.step = step;
+  r.banned = banned, r.logit_bias = bias, r.output_counts = counts;
+  return sample_row(lg, r);
+}
+
 std::vector<double> frequencies(SamplingParams p, int draws, uint64_t seed, std::vector<int32_t> banned = {},
                                 std::vector<int32_t> output = {}) {
-  std::mt19937_64 rng(seed);
   std::vector<double> f(kLogits.size(), 0.0);
-  std::unordered_map<int32_t, int> counts;
-  for (int32_t t : output) ++counts[t];
-  for (int i = 0; i < draws; ++i) {
-    std::vector<float> lg = kLogits;
-    TokenHistory h{{}, output, &counts};
-    f[sample_token(lg, p, h, banned, rng).id] += 1.0 / draws;
-  }
+  for (int i = 0; i < draws; ++i) f[sample(kLogits, p, seed, i, banned, output).id] += 1.0 / draws;
   return f;
 }
 
@@ -56,9 +71,8 @@ TEST(Sampler, TemperatureScalesTheSoftmax) {
 
 TEST(Sampler, GreedyIsArgmaxWithLowerIdOnTies) {
   SamplingParams p = plain(0.0f);
-  std::mt19937_64 rng(0);
-  std::vector<float> lg = {1.0f, 3.0f, 3.0f, 2.0f};
-  EXPECT_EQ(sample_token(lg, p, {}, {}, rng).id, 1);
+  EXPECT_EQ(sample({1.0f, 3.0f, 3.0f, 2.0f}, p, 0, 0).id, 1);
+  EXPECT_EQ(sample({-INFINITY, -INFINITY}, p, 0, 0).id, 0);  // everything banned: token 0
 }
 
 TEST(Sampler, TopKKeepsTheKMostLikely) {
@@ -128,9 +142,7 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithTopAlternatives) {
   SamplingParams p = plain(0.0f);
   p.logprobs = 3;
   p.logit_bias[5] = 100.0f;  // changes the choice, not the reported raw logprobs
-  std::mt19937_64 rng(0);
-  std::vector<float> lg = kLogits;
-  const SampledToken t = sample_token(lg, p, {}, {}, rng);
+  const SampledToken t = sample(kLogits, p, 0, 0);
   auto want = softmax({2, 1, 0.5, 0, -1, -3}, 1.0);
   EXPECT_EQ(t.id, 5);
   EXPECT_NEAR(t.logprob, std::log(want[5]), 1e-5);
@@ -139,6 +151,97 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithTopAlternatives) {
     EXPECT_EQ(t.top[i].id, i);
     EXPECT_NEAR(t.top[i].logprob, std::log(want[i]), 1e-5);
   }
+}
+
+TEST(Sampler, RepetitionPenaltyCoversThePrompt) {
+  SamplingParams p = plain(0.0f);
+  p.repetition_penalty = 4.0f;
+  std::vector<int32_t> prompt = {0};  // 2 -> 0.5: token 1 (1.0) wins
+  std::vector<float> lg = kLogits;
+  SampleRow r;
+  r.temperature = 0.0f, r.repetition_penalty = 4.0f, r.prompt_ids = prompt;
+  EXPECT_EQ(sample_row(lg, r).id, 1);
+  EXPECT_EQ(lg[0], 0.5f);
+}
+
+TEST(Sampler, EditsMergePerTokenInVllmOrder) {
+  SampleRow r;
+  const std::vector<int32_t> banned = {3}, prompt = {1, 2};
+  const std::vector<LogitBias> bias = {{2, 1.0f}, {3, 5.0f}};
+  const std::vector<TokenCount> counts = {{2, 3}};
+  r.banned = banned, r.logit_bias = bias, r.prompt_ids = prompt, r.output_counts = counts;
+  r.repetition_penalty = 2.0f, r.frequency_penalty = 0.5f, r.presence_penalty = 0.25f;
+  const std::vector<LogitEdit> e = logit_edits(r);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].id, 1);
+  EXPECT_EQ(e[1].id, 2);
+  EXPECT_EQ(e[2].id, 3);
+  EXPECT_EQ(apply_logit_edit(3.0f, e[0], 2.0f), 1.5f);
+  EXPECT_EQ(apply_logit_edit(3.0f, e[1], 2.0f), (3.0f + 1.0f) / 2.0f - (0.5f * 3 + 0.25f));  // bias, repeat, subtract
+  EXPECT_EQ(apply_logit_edit(-3.0f, e[1], 2.0f), (-3.0f + 1.0f) * 2.0f - 1.75f);
+  EXPECT_EQ(apply_logit_edit(3.0f, e[2], 2.0f), -INFINITY);  // banned wins over the bias
+}
+
+TEST(Sampler, ForcedTokenReportsItsRawLogprob) {
+  SampleRow r;
+  r.forced = 4;
+  r.logprobs = 2;
+  std::vector<float> lg = kLogits;
+  const SampledToken t = sample_row(lg, r);
+  auto want = softmax({2, 1, 0.5, 0, -1, -3}, 1.0);
+  EXPECT_EQ(t.id, 4);
+  EXPECT_NEAR(t.logprob, std::log(want[4]), 1e-5);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[1].id, 1);
+}
+
+TEST(Sampler, SeededDrawsDependOnSeedAndPositionOnly) {
+  // No generator state: (seed, position) alone fixes the draw, whatever was
+  // drawn before or in which order.
+  SamplingParams p = plain(1.0f);
+  std::vector<float> lg(1000);
+  for (size_t i = 0; i < lg.size(); ++i) lg[i] = std::sin(0.37f * i) * 3.0f;
+  std::vector<int32_t> forward, backward(50);
+  for (uint64_t step = 0; step < 50; ++step) forward.push_back(sample(lg, p, 9, step).id);
+  for (int step = 49; step >= 0; --step) backward[step] = sample(lg, p, 9, step).id;
+  EXPECT_EQ(forward, backward);
+  int differ = 0;
+  for (uint64_t step = 0; step < 50; ++step) differ += sample(lg, p, 10, step).id != forward[step];
+  EXPECT_GT(differ, 25) << "another seed should give other tokens";
+}
+
+// Random123's known-answer vectors (tests/kat_vectors, "philox4x32 10" lines).
+TEST(Philox, MatchesKnownAnswers) {
+  struct Kat {
+    Philox4x32 ctr;
+    uint32_t k0, k1;
+    Philox4x32 want;
+  };
+  const Kat kats[] = {
+      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+      {{{~0u, ~0u, ~0u, ~0u}}, ~0u, ~0u, {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+      {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0,
+       {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
+  };
+  for (const Kat& k : kats) {
+    const Philox4x32 got = philox4x32_10(k.ctr, k.k0, k.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got.v[i], k.want.v[i]) << "word " << i << " of the vector for key " << k.k0;
+  }
+}
+
+TEST(Philox, UniformsAreInTheOpenIntervalAndUniform) {
+  // 100k uniforms of one (seed, step) over ids: 10 bins, chi-square with 9
+  // degrees of freedom below 27.9 (p = 0.001).
+  std::vector<double> bins(10, 0);
+  for (uint32_t id = 0; id < 100000; ++id) {
+    const double u = sampling_uniform(123, 4, id);
+    ASSERT_GT(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    bins[static_cast<int>(u * 10)] += 1;
+  }
+  double chi2 = 0;
+  for (double b : bins) chi2 += (b - 10000) * (b - 10000) / 10000;
+  EXPECT_LT(chi2, 27.9);
 }
 
 TEST(SamplingParams, ValidationNamesTheField) {

@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
                  Act out) override;
   void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+  Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;
+  MemoryInfo memory_info() override;
 
   // y = x · Wᵀ for any weight reference (used by matmul, route, moe).
   void matmul_ref(const float* x, int64_t T, int64_t K, const WeightRef& w, int64_t N, float* y);

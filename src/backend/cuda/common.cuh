@@ -187,6 +187,15 @@ inline bool pdl_enabled() {
   return on;
 }
 
+// M2CPP_CUDA_PREFETCH=0 turns the L2 prefetch of weights before the wait off.
+inline bool l2_prefetch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("M2CPP_CUDA_PREFETCH");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream
 // serialisation: see grid_dependency_wait().
 template <class... Params, class... Args>

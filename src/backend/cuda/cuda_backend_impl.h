@@ -13,6 +13,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sampling.h"
 #include "model/backend.h"
 
 namespace m2::cuda {
@@ -50,6 +51,8 @@ class CudaBackend final : public Backend {
   GraphMode begin_step(uint64_t graph_key, const StepArrays& step) override;
   void end_graph() override;
   void drop_graphs();
+  Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;  // cuda_sampling.cpp
+  MemoryInfo memory_info() override;
 
   cudaStream_t stream() const { return stream_; }
 
@@ -122,6 +125,9 @@ class CudaBackend final : public Backend {
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
   std::vector<uint8_t> attn_meta_host_;
+  DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
+  DeviceBuffer sample_results_;
+  std::vector<SampleRowResult> sample_results_host_;
 };
 
 }  // namespace m2::cuda

@@ -24,14 +24,14 @@ __host__ __device__ constexpr int gemv_rows_per_warp() { return TM == 1 ? 2 : 4;
 // into L2 while the kernel before it finishes, then it waits for x.
 template <DType WT, int TM>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restrict__ x, int64_t ldx, int T,
-                                                            DeviceWeight w, MatmulOut out, int G) {
+                                                            DeviceWeight w, MatmulOut out, int G, bool prefetch) {
   constexpr int R = gemv_rows_per_warp<TM>();
   extern __shared__ float4 xs[];
   __shared__ float red[kGemvWarps][R][TM];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = warp / G, q = (warp % G) * kWarp + lane;
   const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
-  if (threadIdx.x == 0 && blockIdx.x * rows_per_block < w.rows) {
+  if (prefetch && threadIdx.x == 0 && blockIdx.x * rows_per_block < w.rows) {
     const int64_t row_bytes = w.cols * static_cast<int64_t>(16 / Stored<WT>::kPer16);
     const int64_t first = blockIdx.x * rows_per_block, n = min(rows_per_block, w.rows - first);
     prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(n * row_bytes));
@@ -160,7 +160,7 @@ cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeig
     MatmulOut part = y;
     for (int i = 0; i < 3; ++i) part.y[i] += t0 * part.ld[i];
     e = launch_pdl(gemv_kernel<WT, TM>, static_cast<unsigned>(blocks), kGemvThreads, smem, stream, x + t0 * ldx, ldx, n,
-                   w, part, G);
+                   w, part, G, l2_prefetch_enabled());
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

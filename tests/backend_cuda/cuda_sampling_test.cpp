@@ -1,0 +1,247 @@
+// Backend::sample on the GPU against the CPU backend's (model/sampling.cpp)
+// on the same logits: greedy ids identical (ties -> lowest id), seeded draws
+// identical where rounding cannot flip them (top-p / min-p cut-offs placed
+// midway between two candidates' cumulative masses / weights), raw logprobs
+// within 1e-5, penalties, forced tokens, batch invariance, and the
+// distribution of draws over many (seed, step) pairs (chi-square).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace m2::test {
+namespace {
+
+constexpr int64_t kVocab = 200064;
+
+class Sampling : public CudaTest {
+ protected:
+  // Both backends on copies of `logits` [rows, V]; results side by side.
+  void run(const std::vector<float>& logits, int64_t V, const std::vector<SampleRow>& rows,
+           std::vector<SampledToken>* gpu, std::vector<SampledToken>* cpu) {
+    const int64_t R = static_cast<int64_t>(rows.size());
+    gpu->assign(R, {});
+    cpu->assign(R, {});
+    Act g = to_gpu(logits, R);
+    ASSERT_TRUE(gpu_->sample(g, rows, *gpu).ok());
+    std::vector<float> h = logits;
+    ASSERT_TRUE(cpu_->sample(Act{h.data(), R, V}, rows, *cpu).ok());
+  }
+  void expect_same(const std::vector<SampledToken>& gpu, const std::vector<SampledToken>& cpu, const std::string& what,
+                   const std::vector<float>* logits = nullptr, int64_t V = 0) {
+    for (size_t r = 0; r < gpu.size(); ++r) {
+      std::string ctx = what + ", row " + std::to_string(r);
+      if (logits && gpu[r].id >= 0 && gpu[r].id < V && cpu[r].id >= 0)
+        ctx += " (logit of gpu id " + std::to_string((*logits)[r * V + gpu[r].id]) + ", of cpu id " +
+               std::to_string((*logits)[r * V + cpu[r].id]) + ")";
+      EXPECT_EQ(gpu[r].id, cpu[r].id) << ctx;
+      EXPECT_NEAR(gpu[r].logprob, cpu[r].logprob, 1e-5) << ctx;
+      ASSERT_EQ(gpu[r].top.size(), cpu[r].top.size()) << ctx;
+      for (size_t j = 0; j < cpu[r].top.size(); ++j) {
+        EXPECT_EQ(gpu[r].top[j].id, cpu[r].top[j].id) << ctx << ", top " << j;
+        EXPECT_NEAR(gpu[r].top[j].logprob, cpu[r].top[j].logprob, 1e-5) << ctx << ", top " << j;
+      }
+    }
+  }
+};
+
+// Logits like a model's: N(0, 3) with a few strong tokens.
+std::vector<float> model_like(HostTensors& h, int64_t R, int64_t V) {
+  std::vector<float> l = h.randn(R * V, 3.0f);
+  for (int64_t r = 0; r < R; ++r)
+    for (int j = 0; j < 8; ++j) l[r * V + (h.rng()() % V)] += 8.0f + j;
+  return l;
+}
+
+TEST_F(Sampling, GreedyIsArgmaxWithLowestIdOnTiesAndRawLogprobs) {
+  HostTensors h(11);
+  const int64_t R = 33;
+  std::vector<float> l = model_like(h, R, kVocab);
+  for (int64_t r = 0; r < R; r += 3) {  // ties at the maximum across blocks of the cluster
+    const float m = *std::max_element(l.begin() + r * kVocab, l.begin() + (r + 1) * kVocab);
+    l[r * kVocab + 150000 + r] = m + 1.0f;
+    l[r * kVocab + 7 + r] = m + 1.0f;
+  }
+  std::vector<SampleRow> rows(R);
+  for (int64_t r = 0; r < R; ++r) rows[r].temperature = 0.0f, rows[r].logprobs = static_cast<int>(r % 22) - 1;
+  std::vector<SampledToken> g, c;
+  run(l, kVocab, rows, &g, &c);
+  expect_same(g, c, "greedy", &l, kVocab);
+  for (int64_t r = 0; r < R; r += 3) EXPECT_EQ(g[r].id, 7 + r) << "tie in row " << r << ": the lowest id wins";
+}
+
+// Sampling rows whose top-p and min-p cut-offs sit midway between
+// candidates (computed on the CPU from the edited logits), so that rounding
+// differences cannot move them.
+std::vector<SampleRow> sampling_rows(const std::vector<float>& l, int64_t R, int64_t V, uint64_t step) {
+  std::vector<SampleRow> rows(R);
+  for (int64_t r = 0; r < R; ++r) {
+    SampleRow& x = rows[r];
+    x.temperature = 0.5f + 0.25f * (r % 4);
+    x.top_k = (r % 3 == 0) ? 0 : static_cast<int>(5 + 17 * r);
+    x.seed = 1000 + r;
+    x.step = step;
+    x.logprobs = r % 5 == 0 ? 5 : -1;
+    std::vector<int32_t> idx(V);
+    std::iota(idx.begin(), idx.end(), 0);
+    const float* lr = l.data() + r * V;
+    const size_t keep = x.top_k > 0 ? static_cast<size_t>(x.top_k) : 4096;  // enough for the cut-offs below
+    std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), [&](int32_t a, int32_t b) {
+      return sample_rank_key(lr[a], a) > sample_rank_key(lr[b], b);
+    });
+    std::vector<double> w(keep);
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += w[i] = std::exp((double(lr[idx[i]]) - lr[idx[0]]) / x.temperature);
+    if (x.top_k == 0) sum = 0;  // the whole vocabulary's mass
+    if (x.top_k == 0)
+      for (int64_t i = 0; i < V; ++i) sum += std::exp((double(lr[i]) - lr[idx[0]]) / x.temperature);
+    if (r % 2 == 1) {  // top-p midway between the cumulative masses of candidates 2 and 3 (or less)
+      double c = 0;
+      const size_t k = std::min<size_t>(3, keep - 1);
+      for (size_t i = 0; i < k; ++i) c += w[i];
+      x.top_p = static_cast<float>((c - w[k - 1] / 2) / sum);
+    }
+    if (r % 4 == 2) x.min_p = static_cast<float>((w[std::min<size_t>(4, keep - 1)] + w[std::min<size_t>(5, keep - 1)]) / 2);
+  }
+  return rows;
+}
+
+TEST_F(Sampling, SeededDrawsMatchTheCpu) {
+  HostTensors h(12);
+  const int64_t R = 24;
+  const std::vector<float> l = model_like(h, R, kVocab);
+  for (uint64_t step : {0, 1, 77}) {
+    std::vector<SampledToken> g, c;
+    run(l, kVocab, sampling_rows(l, R, kVocab, step), &g, &c);
+    expect_same(g, c, "seeded draw at step " + std::to_string(step), &l, kVocab);
+  }
+}
+
+TEST_F(Sampling, TopKDrawsStayInTheTopK) {
+  HostTensors h(13);
+  const int64_t R = 64;
+  std::vector<float> l(R * kVocab);
+  const std::vector<float> one = model_like(h, 1, kVocab);
+  for (int64_t r = 0; r < R; ++r) std::copy(one.begin(), one.end(), l.begin() + r * kVocab);
+  std::vector<int32_t> idx(kVocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](int32_t a, int32_t b) { return one[a] > one[b]; });
+  std::vector<SampleRow> rows(R);
+  for (int64_t r = 0; r < R; ++r) rows[r].temperature = 5.0f, rows[r].top_k = 3, rows[r].seed = 5, rows[r].step = r;
+  std::vector<SampledToken> g, c;
+  run(l, kVocab, rows, &g, &c);
+  expect_same(g, c, "top-3 at temperature 5");
+  for (int64_t r = 0; r < R; ++r)
+    EXPECT_TRUE(g[r].id == idx[0] || g[r].id == idx[1] || g[r].id == idx[2]) << "row " << r << " drew " << g[r].id;
+}
+
+TEST_F(Sampling, PenaltiesBansAndForcedTokensMatchTheCpu) {
+  HostTensors h(14);
+  const int64_t R = 8;
+  const std::vector<float> l = model_like(h, R, kVocab);
+  std::vector<int32_t> top(R);
+  for (int64_t r = 0; r < R; ++r)
+    top[r] = static_cast<int32_t>(std::max_element(l.begin() + r * kVocab, l.begin() + (r + 1) * kVocab) - l.begin() - r * kVocab);
+  std::vector<std::vector<int32_t>> banned(R), prompt(R);
+  std::vector<std::vector<LogitBias>> bias(R);
+  std::vector<std::vector<TokenCount>> counts(R);
+  std::vector<SampleRow> rows(R);
+  for (int64_t r = 0; r < R; ++r) {
+    SampleRow& x = rows[r];
+    x.temperature = r < 4 ? 0.0f : 0.8f;
+    x.seed = 77, x.step = r, x.logprobs = 3;
+    banned[r] = {top[r], 0, static_cast<int32_t>(kVocab - 1)};                       // the argmax is banned
+    bias[r] = {{12345, 30.0f}, {top[r], 5.0f}, {200000, -3.0f}};                        // 12345 becomes likely
+    prompt[r] = {12345, 5, 99999};                                                      // and is penalised again
+    counts[r] = {{12345, 2}, {777, 1}};
+    x.repetition_penalty = 1.5f, x.frequency_penalty = 0.5f, x.presence_penalty = 0.25f;
+    x.banned = banned[r], x.logit_bias = bias[r], x.prompt_ids = prompt[r], x.output_counts = counts[r];
+  }
+  rows[3].forced = 4242;
+  rows[7].forced = 1;
+  std::vector<SampledToken> g, c;
+  run(l, kVocab, rows, &g, &c);
+  expect_same(g, c, "penalties", &l, kVocab);
+  for (int64_t r = 0; r < R; ++r) EXPECT_NE(g[r].id, top[r]) << "row " << r << ": the banned argmax was drawn";
+  EXPECT_EQ(g[3].id, 4242);
+  EXPECT_EQ(g[7].id, 1);
+}
+
+TEST_F(Sampling, EverythingBannedGivesTokenZeroAndTinyVocabulariesWork) {
+  for (int64_t V : {1, 10, 1000}) {
+    std::vector<float> l(2 * V);
+    for (int64_t i = 0; i < 2 * V; ++i) l[i] = std::sin(0.1f * i);
+    std::vector<int32_t> all(V);
+    std::iota(all.begin(), all.end(), 0);
+    std::vector<SampleRow> rows(2);
+    rows[0].temperature = 0.0f, rows[0].banned = all, rows[0].logprobs = 2;
+    rows[1].temperature = 1.0f, rows[1].top_p = 0.9f, rows[1].seed = 3, rows[1].logprobs = 20;
+    std::vector<SampledToken> g, c;
+    run(l, V, rows, &g, &c);
+    EXPECT_EQ(g[0].id, 0) << "V " << V;
+    expect_same(g, c, "vocabulary " + std::to_string(V));
+  }
+}
+
+TEST_F(Sampling, RowsAreBatchInvariant) {
+  HostTensors h(15);
+  const int64_t R = 256;
+  const std::vector<float> l = model_like(h, R, kVocab);
+  std::vector<SampleRow> rows = sampling_rows(l, R, kVocab, 3);
+  std::vector<SampledToken> all(R);
+  ASSERT_TRUE(gpu_->sample(to_gpu(l, R), rows, all).ok());
+  for (int64_t r : {0, 1, 100, 255}) {
+    std::vector<float> one(l.begin() + r * kVocab, l.begin() + (r + 1) * kVocab);
+    std::vector<SampledToken> single(1);
+    ASSERT_TRUE(gpu_->sample(to_gpu(one, 1), std::span(&rows[r], 1), single).ok());
+    EXPECT_EQ(single[0].id, all[r].id) << "row " << r << " alone vs in a batch of 256";
+  }
+}
+
+TEST_F(Sampling, DrawsFollowTheSoftmax) {
+  // 8 likely tokens spread over the vocabulary (all blocks of the cluster),
+  // the rest negligible: frequencies of 512 x 40 draws at fresh (seed, step)
+  // pairs against softmax(l / T); chi-square with 7 degrees of freedom below
+  // 24.3 (p = 0.001).
+  const int64_t R = 512;
+  const std::vector<int32_t> ids = {3, 25000, 50001, 75002, 100003, 125004, 150005, 200063};
+  const std::vector<float> lv = {1.0f, 0.5f, 0.0f, -0.5f, 1.5f, 0.25f, -1.0f, 0.75f};
+  const float T = 0.8f;
+  std::vector<float> one(kVocab, -60.0f);
+  for (size_t i = 0; i < ids.size(); ++i) one[ids[i]] = lv[i];
+  std::vector<float> l(R * kVocab);
+  for (int64_t r = 0; r < R; ++r) std::copy(one.begin(), one.end(), l.begin() + r * kVocab);
+  Act g = to_gpu(l, R);
+  std::vector<double> freq(ids.size(), 0);
+  int draws = 0;
+  for (int rep = 0; rep < 40; ++rep) {
+    std::vector<SampleRow> rows(R);
+    for (int64_t r = 0; r < R; ++r) rows[r].temperature = T, rows[r].seed = 0x9e3779b97f4a7c15ull * (rep + 1) + r, rows[r].step = rep;
+    std::vector<SampledToken> out(R);
+    ASSERT_TRUE(gpu_->sample(g, rows, out).ok());
+    for (const SampledToken& t : out) {
+      const auto it = std::find(ids.begin(), ids.end(), t.id);
+      ASSERT_NE(it, ids.end()) << "drew the negligible token " << t.id;
+      freq[it - ids.begin()] += 1;
+      ++draws;
+    }
+  }
+  double z = 0;
+  for (float v : lv) z += std::exp(v / T);
+  double chi2 = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const double want = draws * std::exp(lv[i] / T) / z;
+    chi2 += (freq[i] - want) * (freq[i] - want) / want;
+  }
+  EXPECT_LT(chi2, 24.3) << "draw frequencies do not follow softmax(l / T)";
+}
+
+TEST_F(Sampling, MemoryInfoReportsTheDevice) {
+  const MemoryInfo m = gpu_->memory_info();
+  EXPECT_GT(m.total_bytes, size_t{1} << 30);
+  EXPECT_LE(m.free_bytes, m.total_bytes);
+}
+
+}  // namespace
+}  // namespace m2::test
