@@ -66,7 +66,8 @@ export M2CPP_SOURCE_DIR=$ROOT  # the tests' fixtures, wherever this checkout is
 run() {
   local limit=$1
   shift
-  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" "$@"
+  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" \
+    M2CPP_CUDA_TC_ATTENTION="${M2CPP_CUDA_TC_ATTENTION:-0}" "$@"
 }
 
 # 1. Binaries: carried, or built here.
@@ -89,17 +90,21 @@ fi
 # that a failing kernel is named.
 TESTS=pass
 : > "$OUT/tests.log"
-for filter in 'Ops.*:CudaBackend.*:Fused.*' 'Fp8Gemm.*' 'CudaAttention.*' '*Model*:CudaGraphs.*'; do
-  M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
+[[ -n "${SKIP_TESTS:-}" ]] && TESTS=skipped
+for filter in 'Ops.*:CudaBackend.*:Fused.*' 'Fp8Gemm.*' 'CudaAttention.*' 'Sampling.*' '*Model*:CudaGraphs.*'; do
+  [[ -n "${SKIP_TESTS:-}" ]] && break
+  M2CPP_CUDA_TC_ATTENTION=1 M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]|Failure|CUDA error' "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
 
 # 3. Microbenchmarks.
-run $(( $(left) > 330 ? 130 : 60 )) "$BUILD/cuda_kernels_bench" > "$OUT/bench.log" 2>&1
-rc=$?
-(( rc == 0 )) || note "microbenchmarks stopped early (rc $rc)"
+if [[ -z "${SKIP_BENCH:-}" ]]; then
+  run $(( $(left) > 330 ? ${BENCH_SECONDS:-130} : 60 )) "$BUILD/cuda_kernels_bench" > "$OUT/bench.log" 2>&1
+  rc=$?
+  (( rc == 0 )) || note "microbenchmarks stopped early (rc $rc)"
+fi
 
 # 4. Decode on dummy weights of the real shape: batch 1 at 1K context (the
 # roofline figure), then batch 64 and 256; then an 8K-token prefill.
@@ -109,6 +114,7 @@ decode() {  # LAYERS SECONDS LOG EXTRA...
   run "$limit" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers "$layers" \
     --device cuda --kv-dtype bf16 "$@" >> "$OUT/$log" 2>&1
 }
+if [[ -z "${SKIP_DECODE:-}" ]]; then
 decode "$LAYERS" $(( $(left) - 15 )) decode.log --context 1024 --tokens 32 --json "$OUT/decode.json"
 rc=$?
 if (( rc != 0 )); then
@@ -117,6 +123,16 @@ if (( rc != 0 )); then
   (( $(left) > 45 )) && decode 8 $(( $(left) - 5 )) decode.log --context 1024 --tokens 32
   LAYERS=8
 fi
+# Ablation of the decode step's launch machinery (DECODE_VARIANTS=1).
+if [[ -n "${DECODE_VARIANTS:-}" ]]; then
+  for v in M2CPP_CUDA_PDL=0 M2CPP_CUDA_PREFETCH=0 M2CPP_CUDA_GRAPHS=0; do
+    (( $(left) > 120 )) || break
+    echo "== $v" >> "$OUT/decode_variants.log"
+    export "$v"
+    decode "$LAYERS" 60 decode_variants.log --context 1024 --tokens 32 || note "decode with $v failed"
+    unset "${v%%=*}"
+  done
+fi
 for batch in 64 256; do
   (( $(left) > 60 )) || break
   decode "$LAYERS" $(( $(left) - 40 )) decode_batch.log --context 1024 --batch $batch --tokens 8 \
@@ -124,6 +140,7 @@ for batch in 64 256; do
 done
 (( $(left) > 60 )) && { decode "$LAYERS" $(( $(left) - 10 )) prefill.log --context 8192 --prefill-chunk 8192 --tokens 2 \
   --json "$OUT/prefill.json" || note "8K prefill failed (rc $?)"; }
+fi
 
 # 5. The table.
 {
@@ -135,9 +152,15 @@ done
   sed -n '/^kernel /,$p' "$OUT/bench.log" | sed 's/^/   /'
   echo "== m2cpp bench decode --device cuda (dummy M2.7 weights, $LAYERS layers, batch 1, 1K context)"
   grep -E '^(model|device|prefill|decode|bytes/token|bandwidth)' "$OUT/decode.log" | sed 's/^/   /'
+  if [[ -s "$OUT/decode_variants.log" ]]; then
+    echo "== the same with one launch feature off"
+    grep -E '^(==|decode|bandwidth)' "$OUT/decode_variants.log" | sed 's/^/   /'
+  fi
   echo "== batch 64 and 256, 1K context"
   grep -E '^decode' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'
   echo "== prefill of 8K tokens in one step"
   grep -E '^prefill' "$OUT/prefill.log" 2>/dev/null | sed 's/^/   /'
 } | tee -a "$SUMMARY"
 note "done"
+# One archive of the logs (the device tool returns a limited number of files).
+tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz . 2>/dev/null

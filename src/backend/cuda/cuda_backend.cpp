@@ -78,6 +78,10 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
   const char* sync = std::getenv("M2CPP_CUDA_SYNC");
   sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
+  // Tensor-core prefill attention: off until it matches the CPU on an H200
+  // (docs/status.md); M2CPP_CUDA_TC_ATTENTION=1 turns it on.
+  const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
+  tc_attention_ = tc && std::strcmp(tc, "1") == 0;
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
   graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_;
 }
@@ -235,7 +239,8 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   bind();
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  const AttnMeta meta = upload_attention_meta(seqs, G, attention_prefill_supports(s.dtype, s.head_dim));
+  const AttnMeta meta =
+      upload_attention_meta(seqs, G, tc_attention_ && attention_prefill_supports(s.dtype, s.head_dim));
   // A recorded step is sized by the step's context bound, so that its key
   // splits serve every context up to it (splits past a sequence's keys are empty).
   const int64_t max_keys = std::max(meta.max_keys, context_bound_);
