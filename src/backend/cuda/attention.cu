@@ -229,24 +229,34 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
 }
 
-// out[row, head] = Σ_s A_s e^{M_s - M} / Σ_s L_s e^{M_s - M}; grid T * heads, hd threads.
+// out[row, head] = Σ_s A_s e^{M_s - M} / Σ_s L_s e^{M_s - M}; grid (items,
+// kv heads), hd threads: only the vectors of this kernel's items. (A grid of
+// every row of q, T * heads, also overwrote the rows of sequences that the
+// tensor-core prefill kernel had already written, with partials nobody wrote:
+// NaN / garbage for every prefill row of a step that mixes both kernels.)
 __global__ void attention_merge_kernel(AttentionArgs a) {
-  const int heads = a.kv_heads * a.group, hd = a.head_dim, S = a.splits;
-  const int64_t rh = blockIdx.x;  // row * heads + head
+  const AttnItem item = a.items[blockIdx.x];
+  const AttnSeq sq = a.seqs[item.seq];
+  const int kvh = blockIdx.y, G = a.group, heads = a.kv_heads * G, hd = a.head_dim, S = a.splits;
+  const int n_vec = min(kV, sq.num_rows * G - item.first_vector);
   const int64_t n = a.T * heads * S;
-  const float* pm = a.partials + rh * S;
-  const float* pl = a.partials + n + rh * S;
-  const float* pa = a.partials + 2 * n + rh * S * hd;
-  float M = -FLT_MAX;
-  for (int s = 0; s < S; ++s) M = fmaxf(M, pm[s]);
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float c = expf(pm[s] - M);
-      L = fmaf(pl[s], c, L);
-      A = fmaf(pa[s * hd + d], c, A);
+  for (int v = 0; v < n_vec; ++v) {
+    const int64_t row = sq.first_row + (item.first_vector + v) / G;
+    const int64_t rh = row * heads + kvh * G + (item.first_vector + v) % G;  // row * heads + head
+    const float* pm = a.partials + rh * S;
+    const float* pl = a.partials + n + rh * S;
+    const float* pa = a.partials + 2 * n + rh * S * hd;
+    float M = -FLT_MAX;
+    for (int s = 0; s < S; ++s) M = fmaxf(M, pm[s]);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float L = 0.0f, A = 0.0f;
+      for (int s = 0; s < S; ++s) {
+        const float c = expf(pm[s] - M);
+        L = fmaf(pl[s], c, L);
+        A = fmaf(pa[s * hd + d], c, A);
+      }
+      a.out[rh * hd + d] = A / L;
     }
-    a.out[rh * hd + d] = A / L;
   }
 }
 
@@ -258,7 +268,9 @@ cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads),
                   static_cast<unsigned>(a.splits));
   attention_kernel<KT><<<grid, kThreads, smem, stream>>>(a);
-  if (a.splits > 1) attention_merge_kernel<<<static_cast<unsigned>(a.T * a.kv_heads * a.group), 128, 0, stream>>>(a);
+  if (a.splits > 1)  // over the same items as attention_kernel (not every row of q: see the merge kernel)
+    attention_merge_kernel<<<dim3(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads)), 128, 0,
+                             stream>>>(a);
   return cudaGetLastError();
 }
 
