@@ -66,8 +66,7 @@ export M2CPP_SOURCE_DIR=$ROOT  # the tests' fixtures, wherever this checkout is
 run() {
   local limit=$1
   shift
-  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" \
-    M2CPP_CUDA_TC_ATTENTION="${M2CPP_CUDA_TC_ATTENTION:-0}" "$@"
+  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" "$@"
 }
 
 # 1. Binaries: carried, or built here.
@@ -93,7 +92,7 @@ TESTS=pass
 [[ -n "${SKIP_TESTS:-}" ]] && TESTS=skipped
 for filter in 'Ops.*:CudaBackend.*:Fused.*' 'Fp8Gemm.*' 'CudaAttention.*' 'Sampling.*' '*Model*:CudaGraphs.*'; do
   [[ -n "${SKIP_TESTS:-}" ]] && break
-  M2CPP_CUDA_TC_ATTENTION=1 M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
+  M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
@@ -123,14 +122,17 @@ if (( rc != 0 )); then
   (( $(left) > 45 )) && decode 8 $(( $(left) - 5 )) decode.log --context 1024 --tokens 32
   LAYERS=8
 fi
-# Ablation of the decode step's launch machinery (DECODE_VARIANTS=1).
+# Ablation of the decode step's launch machinery: DECODE_VARIANTS="VAR=0 ..."
+# reruns batch-1 decode with each variable set in turn.
 if [[ -n "${DECODE_VARIANTS:-}" ]]; then
-  for v in M2CPP_CUDA_PDL=0 M2CPP_CUDA_PREFETCH=0 M2CPP_CUDA_GRAPHS=0; do
-    (( $(left) > 120 )) || break
+  for v in ${DECODE_VARIANTS}; do  # e.g. "M2CPP_CUDA_PDL=0,M2CPP_CUDA_PREFETCH=0 M2CPP_CUDA_GRAPHS=0"
+    (( $(left) > 200 )) || break
     echo "== $v" >> "$OUT/decode_variants.log"
-    export "$v"
-    decode "$LAYERS" 60 decode_variants.log --context 1024 --tokens 32 || note "decode with $v failed"
-    unset "${v%%=*}"
+    IFS=, read -ra vars <<< "$v"
+    for x in "${vars[@]}"; do export "$x"; done
+    decode "$LAYERS" 150 decode_variants.log --context 1024 --tokens 32 --prefill-chunk 1024 ||
+      note "decode with $v failed"
+    for x in "${vars[@]}"; do unset "${x%%=*}"; done
   done
 fi
 for batch in 64 256; do

@@ -192,7 +192,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
 }
 
 // Decode at batch B: B sequences of `context` tokens each, one new token per
-// sequence per step, all logit rows to the host (as the engine takes them).
+// sequence per step, sampled (greedy) on the model's backend as the engine does.
 // The contexts' KV entries are not computed (prefilling B x context tokens
 // would dominate the run and their values do not change the work of a
 // step); each sequence reads its own KV blocks.
@@ -213,7 +213,6 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
   std::mt19937 rng(1);
   std::vector<int32_t> last(B);
   for (auto& t : last) t = static_cast<int32_t>(rng() % c.vocab_size);
-  std::vector<float> logits;
   int64_t pos = a.context;
   auto step = [&] {
     StepInput in;
@@ -224,11 +223,12 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
       in.seqs.push_back({b, 1, pos + 1, tables[b]});
       in.logit_rows.push_back(b);
     }
-    Status s = model.forward(in, *cache, &logits);
-    for (int b = 0; b < B && s.ok(); ++b) {
-      const float* row = logits.data() + static_cast<int64_t>(b) * c.vocab_size;
-      last[b] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
-    }
+    // Greedy, sampled where the logits are (as the engine does).
+    std::vector<SampleRow> rows(B);
+    for (auto& r : rows) r.temperature = 0.0f;
+    std::vector<SampledToken> out(B);
+    Status s = model.forward_sample(in, *cache, rows, out);
+    for (int b = 0; b < B && s.ok(); ++b) last[b] = out[b].id;
     ++pos;
     return s;
   };

@@ -125,18 +125,35 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       if (lane < n_tile) k_scale = a.k_scales[my_slot * a.kv_heads + kvh], v_scale = a.v_scales[my_slot * a.kv_heads + kvh];
     }
     // Stage this tile's keys and values (16-byte chunks, consecutive lanes on
-    // consecutive chunks; all of the tile's loads in flight at once).
-    for (int c = lane; c < kTileKeys * chunks_per_key; c += kWarp) {
-      const int j = c / chunks_per_key, part = c % chunks_per_key;
-      const int64_t slot = __shfl_sync(0xffffffffu, my_slot, j);
-      uint4 kc = make_uint4(0, 0, 0, 0), vc = kc;
-      if (j < n_tile) {
-        const int64_t off = (slot * token_ld + head_off) * kEsize<KT> + part * 16;
-        kc = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.k_cache) + off);
-        vc = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.v_cache) + off);
+    // consecutive chunks). The loads of kBatch chunks are issued before any
+    // is stored, so a tile costs a few memory round trips, not one per chunk
+    // (the loop bound is the same for every lane: whole warps take part in
+    // the shuffles).
+    constexpr int kBatch = 4;
+    const int n_chunks = kTileKeys * chunks_per_key;
+    for (int c0 = 0; c0 < n_chunks; c0 += kBatch * kWarp) {
+      uint4 kc[kBatch], vc[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        kc[b] = vc[b] = make_uint4(0, 0, 0, 0);
+        const int c = c0 + b * kWarp + lane;
+        if (c0 + b * kWarp >= n_chunks) continue;  // uniform over the warp
+        const int j = c / chunks_per_key, part = c % chunks_per_key;
+        const int64_t slot = __shfl_sync(0xffffffffu, my_slot, j);
+        if (j < n_tile) {
+          const int64_t off = (slot * token_ld + head_off) * kEsize<KT> + part * 16;
+          kc[b] = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.k_cache) + off);
+          vc[b] = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.v_cache) + off);
+        }
       }
-      *reinterpret_cast<uint4*>(ks + j * row_bytes + part * 16) = kc;
-      *reinterpret_cast<uint4*>(vs + j * row_bytes + part * 16) = vc;
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int c = c0 + b * kWarp + lane;
+        if (c0 + b * kWarp >= n_chunks) continue;
+        const int j = c / chunks_per_key, part = c % chunks_per_key;
+        *reinterpret_cast<uint4*>(ks + j * row_bytes + part * 16) = kc[b];
+        *reinterpret_cast<uint4*>(vs + j * row_bytes + part * 16) = vc[b];
+      }
     }
     __syncwarp();
 

@@ -78,10 +78,9 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
   const char* sync = std::getenv("M2CPP_CUDA_SYNC");
   sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
-  // Tensor-core prefill attention: off until it matches the CPU on an H200
-  // (docs/status.md); M2CPP_CUDA_TC_ATTENTION=1 turns it on.
+  // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
-  tc_attention_ = tc && std::strcmp(tc, "1") == 0;
+  tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
   graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_;
 }

@@ -117,7 +117,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, StepGraph> graphs_;
   std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
   bool graphs_enabled_ = true;
-  bool tc_attention_ = false;  // prefill attention on tensor cores
+  bool tc_attention_ = true;  // prefill attention on tensor cores
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
