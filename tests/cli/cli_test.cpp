@@ -96,6 +96,30 @@ TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   }
 }
 
+// bench decode on the CPU: batch 1 (prefill FLOP/s need a GPU peak, so only
+// the token rates) and --batch N (N sequences per step, sampled on the backend).
+TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
+  const std::string one = ::testing::TempDir() + "m2cpp_decode1.json";
+  CmdResult r = run("bench decode -m " + src("tests/data/m2-tiny-fp8") + " --context 20 --prefill-chunk 20 --tokens 3 --json " + one);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j1 = read_json_file(one);
+  ASSERT_TRUE(j1.ok());
+  EXPECT_EQ((*j1)["context"], 20);
+  EXPECT_GT((*j1)["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT((*j1)["bytes_per_token"].get<double>(), 0.0);
+  EXPECT_GT((*j1)["prefill_flops_per_s"].get<double>(), 0.0);
+  EXPECT_EQ((*j1)["fp8_peak_flops"].get<double>(), 0.0);  // measured on GPUs only
+
+  const std::string many = ::testing::TempDir() + "m2cpp_decode3.json";
+  r = run("bench decode -m " + src("tests/data/m2-tiny-fp8") + " --context 20 --batch 3 --tokens 3 --json " + many);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("decode           batch 3, 3 steps"), std::string::npos) << r.out;
+  auto j3 = read_json_file(many);
+  ASSERT_TRUE(j3.ok());
+  EXPECT_EQ((*j3)["batch"], 3);
+  EXPECT_NEAR((*j3)["tokens_per_s"].get<double>(), 3.0 / (*j3)["median_s_per_step"].get<double>(), 1e-6);
+}
+
 TEST(Cli, ErrorsAreMessagesNotCrashes) {
   struct Case {
     std::string args, needle;
@@ -107,6 +131,8 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
       {"logits -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --out /nonexistent/x.npy", "cannot open"},
       {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --temperature 0.7", "only greedy"},
       {"info -m " + src("tests/data/m2-tiny-bf16") + " --num-layers 9", "exceeds the model's 3 layers"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --gpu-memory-utilization 0.5",
+       "--gpu-memory-utilization applies to --device cuda"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);
