@@ -5,8 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
+
+#include "model/philox.h"
+#include "model/sampling.h"
 
 namespace m2 {
 namespace {
@@ -255,6 +261,71 @@ TEST(SamplingParams, ValidationNamesTheField) {
   p.logprobs = 21;
   EXPECT_FALSE(p.validate(10).ok());
   EXPECT_TRUE(SamplingParams().validate(10).ok());
+}
+
+}  // namespace
+}  // namespace m2
+
+namespace m2 {
+namespace {
+
+// On a large vocabulary the sampler sorts only the rank prefix its filters
+// reach (re-sorting more while top-p's mass is short) or nothing at all (a
+// temperature alone): every draw must be the one a brute-force full sort
+// followed by the same Gumbel-max gives.
+TEST(Sampler, LargeVocabularyDrawsMatchBruteForce) {
+  const int V = 20000;
+  std::mt19937 g(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> logits(V);
+  for (float& x : logits) x = nd(g);
+  logits[17] = -std::numeric_limits<float>::infinity();  // never drawable
+  struct Case {
+    float temperature, top_p, min_p;
+    int top_k;
+  };
+  for (const Case& c : {Case{1.0f, 1.0f, 0.0f, 0}, Case{1.0f, 0.9f, 0.0f, 0}, Case{0.7f, 0.5f, 0.0f, 0},
+                        Case{1.0f, 1.0f, 1e-3f, 0}, Case{1.0f, 0.95f, 0.0f, 5000}, Case{1.3f, 0.99f, 1e-4f, 0}}) {
+    std::vector<int32_t> order;
+    for (int32_t i = 0; i < V; ++i)
+      if (std::isfinite(logits[i])) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    size_t keep = order.size();
+    if (c.top_k > 0 && static_cast<size_t>(c.top_k) < keep) keep = c.top_k;
+    const double top = logits[order[0]], inv_t = 1.0 / static_cast<double>(c.temperature);
+    std::vector<double> w(keep);
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += w[i] = std::exp((logits[order[i]] - top) * inv_t);
+    if (c.top_p < 1.0f) {
+      const double target = c.top_p * sum;
+      double mass = 0;
+      size_t k = 0;
+      while (k < keep && mass < target) mass += w[k++];
+      keep = std::max<size_t>(k, 1);
+    }
+    if (c.min_p > 0.0f) {
+      size_t k = 1;
+      while (k < keep && w[k] >= c.min_p) ++k;
+      keep = k;
+    }
+    for (uint64_t step = 0; step < 16; ++step) {
+      size_t best = 0;
+      double best_key = -std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < keep; ++i) {
+        const double key = (logits[order[i]] - top) * inv_t + sampling_gumbel(9, step, static_cast<uint32_t>(order[i]));
+        if (key > best_key || (key == best_key && order[i] < order[best])) best_key = key, best = i;
+      }
+      SampleRow r;
+      r.temperature = c.temperature, r.top_p = c.top_p, r.min_p = c.min_p, r.top_k = c.top_k;
+      r.seed = 9, r.step = step;
+      std::vector<float> lg = logits;
+      EXPECT_EQ(sample_row(lg, r).id, order[best])
+          << "T " << c.temperature << " top_p " << c.top_p << " min_p " << c.min_p << " top_k " << c.top_k
+          << " step " << step << " (" << keep << " kept)";
+    }
+  }
 }
 
 }  // namespace
