@@ -82,12 +82,15 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
   tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
-  graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_;
+  const char* profile = std::getenv("M2CPP_CUDA_PROFILE");
+  if (profile && std::strcmp(profile, "1") == 0) profile_ = std::make_unique<OpProfile>();
+  graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_ && !profile_;
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
+  profile_.reset();  // prints its table
   drop_graphs();
   for (void* p : weight_memory_) cudaFree(p);
   cudaStreamDestroy(stream_);
@@ -131,6 +134,7 @@ void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) 
 
 void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("embed T={}", ids.size()); });
   const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
   const int64_t T = static_cast<int64_t>(ids.size());
   check(launch_embed(device_view(table, "embed"), table.dtype, out.cols, d_ids, T, out.data, stream_), "embed",
@@ -139,18 +143,21 @@ void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, A
 
 void CudaBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("rms_norm T={}", x.rows); });
   check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data, stream_),
         "rms_norm", [&] { return fmt::format("rms_norm of {} by {} {}", shape(x), dtype_name(weight.dtype), weight.shape.str()); });
 }
 
 void CudaBackend::add(Act x, Act y) {
   bind();
+  auto timer = timed([&] { return fmt::format("add T={}", x.rows); });
   check(launch_add(x.data, y.data, x.rows * x.cols, stream_), "add",
         [&] { return fmt::format("add {} += {}", shape(x), shape(y)); });
 }
 
 void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("gather_rows T={}", rows.size()); });
   const int64_t* d_rows = static_cast<const int64_t*>(upload(rows_, rows.data(), rows.size_bytes(), "rows"));
   check(launch_gather_rows(x.data, x.cols, d_rows, static_cast<int64_t>(rows.size()), out.data, stream_), "gather_rows",
         [&] { return fmt::format("gather_rows of {} rows of {}", rows.size(), shape(x)); });
@@ -158,6 +165,7 @@ void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
 
 void CudaBackend::matmul(Act x, const Linear& w, Act y) {
   bind();
+  auto timer = timed([&] { return fmt::format("matmul T={} {}", x.rows, w.weight.shape.str()); });
   const DeviceWeight d = device_weight(w, "matmul");
   auto context = [&] {
     return fmt::format("matmul x {} · W {} {} -> y {}", shape(x), dtype_name(w.weight.dtype), w.weight.shape.str(), shape(y));
@@ -190,6 +198,7 @@ QkNormRopeArgs qk_args(Act q, Act k, const void* q_norm, const TensorView& qn, c
 void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
                                std::span<const int32_t> positions, const RopeParams& rope) {
   bind();
+  auto timer = timed([&] { return fmt::format("qk_norm_rope T={}", q.rows); });
   QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
                              k_norm, eps, rope);
   a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
@@ -208,6 +217,7 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_no
     return;
   }
   bind();
+  auto timer = timed([&] { return fmt::format("qk_norm_rope_store T={}", q.rows); });
   QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
                              k_norm, eps, rope);
   a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
@@ -222,6 +232,7 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_no
 
 void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
   bind();
+  auto timer = timed([&] { return fmt::format("kv_store T={}", k.rows); });
   const KvCacheShape& s = cache.shape();
   const int64_t* d_slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
   check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.num_kv_heads, s.head_dim,
@@ -236,6 +247,7 @@ void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<co
 void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
                             float scale, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("attention T={} ({} seqs)", q.rows, seqs.size()); });
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
   const AttnMeta meta =
@@ -288,6 +300,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
 
 void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) {
   bind();
+  auto timer = timed([&] { return fmt::format("route T={}", x.rows); });
   RouteArgs a;
   a.x = x.data, a.T = x.rows;
   a.gate = DeviceWeight{static_cast<const uint8_t*>(device_view(gate, "route")), nullptr, gate.dtype, gate.shape[0],
@@ -306,6 +319,7 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
 
 void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });
   MoeArgs a;
   a.x = x.data, a.T = x.rows;
   a.experts = device_experts(layer);
@@ -368,6 +382,7 @@ const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t byt
 
 void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
   bind();
+  auto timer = timed([&] { return fmt::format("add_rms_norm T={}", x.rows); });
   auto context = [&] {
     return fmt::format("add_rms_norm of {} + {} by {} {} into {}", shape(x), shape(y), dtype_name(weight.dtype),
                        weight.shape.str(), shape(out));
@@ -385,6 +400,7 @@ void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Line
     return;
   }
   bind();
+  auto timer = timed([&] { return fmt::format("qkv_proj T={}", x.rows); });
   const DeviceWeight& d = it->second;
   auto context = [&] {
     return fmt::format("qkv_proj x {} · W {} {} -> q {}, k {}, v {}", shape(x), dtype_name(d.dtype),

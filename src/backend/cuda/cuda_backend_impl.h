@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/sampling.h"
 #include "model/backend.h"
 
@@ -84,6 +86,13 @@ class CudaBackend final : public Backend {
   // bytes must be those staged by begin_step (a copy cannot be recorded).
   const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);
 
+  // Brackets an op's launches for the per-op profile (M2CPP_CUDA_PROFILE=1);
+  // `key()` (op and shape) is only built then.
+  template <class Key>
+  OpProfile::Scope timed(Key key) {
+    return profile_ ? OpProfile::Scope(profile_.get(), stream_, key()) : OpProfile::Scope();
+  }
+
   // Makes device_ the calling thread's current device (ops may come from any thread).
   void bind() const;
   // After a launch: stop with `context()` if it failed (and, with
@@ -116,6 +125,7 @@ class CudaBackend final : public Backend {
   };
   std::unordered_map<uint64_t, StepGraph> graphs_;
   std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
+  std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
   bool graphs_enabled_ = true;
   bool tc_attention_ = true;  // prefill attention on tensor cores
   bool capturing_ = false;

@@ -14,6 +14,7 @@ Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::spa
   if (logits.cols > sample_max_vocab())
     return errorf("sample: vocabulary {} above the CUDA sampler's {}", logits.cols, sample_max_vocab());
   bind();
+  auto timer = timed([&] { return fmt::format("sample R={}", rows.size()); });
   std::vector<SampleRowArgs> args(rows.size());
   std::vector<LogitEdit> edits;
   for (size_t r = 0; r < rows.size(); ++r) {
