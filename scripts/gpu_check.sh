@@ -159,7 +159,7 @@ fi
     grep -E '^(==|decode|bandwidth)' "$OUT/decode_variants.log" | sed 's/^/   /'
   fi
   echo "== batch 64 and 256, 1K context"
-  grep -E '^decode' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'
+  grep -E '^(decode|bytes/step|ceiling)' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'
   echo "== prefill of 8K tokens in one step"
   grep -E '^prefill' "$OUT/prefill.log" 2>/dev/null | sed 's/^/   /'
 } | tee -a "$SUMMARY"

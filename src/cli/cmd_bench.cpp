@@ -5,6 +5,7 @@
 //                    measured memory bandwidth that the bytes read per token
 //                    reach; with --batch N, output tokens/s of N sequences
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 
@@ -31,20 +32,26 @@ using clock = std::chrono::steady_clock;
 uint64_t bytes_of(const TensorView& t) { return t.empty() ? 0 : t.nbytes(); }
 uint64_t bytes_of(const Linear& l) { return bytes_of(l.weight) + bytes_of(l.scale_inv); }
 
-// Weight and KV bytes one batch-1 decode step must read: every dense weight,
-// top_k experts per layer, one embedding row, the head, and the whole KV
-// history of every layer.
-uint64_t decode_bytes_per_token(const ModelWeights& w, int64_t context, DType kv_dtype) {
+// Weight and KV bytes one decode step of `batch` sequences must read: every
+// dense weight, the experts the batch touches (batch 1: top_k; more: the
+// expected number of distinct experts when each token picks top_k of E
+// uniformly, E (1 - (1 - k/E)^batch)), one embedding row per token, the
+// head, and every sequence's whole KV history in every layer.
+double decode_bytes_per_step(const ModelWeights& w, int64_t batch, int64_t context, DType kv_dtype,
+                             double* experts_touched = nullptr) {
   const ModelConfig& c = w.config;
-  uint64_t b = static_cast<uint64_t>(c.hidden_size) * dtype_size(w.embed.dtype) + bytes_of(w.final_norm) +
-               bytes_of(w.lm_head);
+  const double E = c.num_local_experts, k = c.num_experts_per_tok;
+  const double touched = batch == 1 ? k : E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(batch)));
+  if (experts_touched) *experts_touched = touched;
+  double b = static_cast<double>(batch) * c.hidden_size * dtype_size(w.embed.dtype) + bytes_of(w.final_norm) +
+             bytes_of(w.lm_head);
   for (const LayerWeights& L : w.layers) {
     b += bytes_of(L.input_norm) + bytes_of(L.post_attention_norm) + bytes_of(L.q_norm) + bytes_of(L.k_norm);
     b += bytes_of(L.q_proj) + bytes_of(L.k_proj) + bytes_of(L.v_proj) + bytes_of(L.o_proj);
     b += bytes_of(L.router) + bytes_of(L.router_bias);
     const ExpertWeights& e = L.experts[0];
-    b += static_cast<uint64_t>(c.num_experts_per_tok) * (bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3));
-    b += 2ull * context * c.kv_dim() * dtype_size(kv_dtype);
+    b += touched * (bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3));
+    b += 2.0 * batch * context * c.kv_dim() * dtype_size(kv_dtype);
   }
   return b;
 }
@@ -153,7 +160,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   double mean = 0;
   for (double t : times) mean += t / times.size();
   const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
-  const uint64_t bytes = decode_bytes_per_token(*m->weights, ctx_mid, kv_dtype);
+  const uint64_t bytes = static_cast<uint64_t>(decode_bytes_per_step(*m->weights, 1, ctx_mid, kv_dtype));
   const double achieved = bytes / median;
 
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers,
@@ -199,6 +206,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
 int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
   mo.apply_threads();
+  const auto [ceiling, ceiling_name] = memory_ceiling(mo);
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());
   MiniMaxM2 model(*m->weights, *m->backend);
@@ -245,14 +253,26 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
+  // The step's bandwidth ceiling, at the middle context of the timed steps.
+  double touched = 0;
+  const double bytes = decode_bytes_per_step(*m->weights, B, a.context + 4 + a.tokens / 2, kv_dtype, &touched);
+  const double ceiling_tps = B * ceiling / bytes, tps = B / median;
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers, mo.model,
              c.num_local_experts, c.num_experts_per_tok, mo.load_format);
   fmt::print("device           {}\n", mo.device);
   fmt::print("decode           batch {}, {} steps at context {}..{}: median {:.2f} ms/step = {:.1f} output tokens/s\n",
-             B, a.tokens, a.context + 4, pos, median * 1e3, B / median);
+             B, a.tokens, a.context + 4, pos, median * 1e3, tps);
+  fmt::print("bytes/step       {:.1f} MB (dense weights, {:.1f} of {} experts per layer expected under uniform "
+             "routing, head, KV in {})\n",
+             bytes / 1e6, touched, c.num_local_experts, dtype_name(kv_dtype));
+  fmt::print("ceiling          {:.1f} output tokens/s at {:.1f} GB/s measured {} = {:.0f} % reached\n", ceiling_tps,
+             ceiling / 1e9, ceiling_name, 100.0 * tps / ceiling_tps);
   if (!a.json_out.empty()) {
-    Json j = {{"layers", c.num_hidden_layers}, {"context", a.context}, {"batch", B},
-              {"median_s_per_step", median},   {"tokens_per_s", B / median}, {"device", mo.device}};
+    Json j = {{"layers", c.num_hidden_layers}, {"context", a.context},     {"batch", B},
+              {"median_s_per_step", median},   {"tokens_per_s", tps},       {"device", mo.device},
+              {"bytes_per_step", bytes},       {"experts_touched_per_layer", touched},
+              {"ceiling_bytes_per_s", ceiling}, {"ceiling_tokens_per_s", ceiling_tps},
+              {"fraction_of_ceiling", tps / ceiling_tps}, {"ceiling", ceiling_name}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;

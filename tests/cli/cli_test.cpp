@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -118,6 +119,18 @@ TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
   ASSERT_TRUE(j3.ok());
   EXPECT_EQ((*j3)["batch"], 3);
   EXPECT_NEAR((*j3)["tokens_per_s"].get<double>(), 3.0 / (*j3)["median_s_per_step"].get<double>(), 1e-6);
+  // The ceiling: the step's bytes at the measured bandwidth, with the expected
+  // distinct experts of 3 tokens picking top_k of E uniformly.
+  auto cfg = read_json_file(src("tests/data/m2-tiny-fp8/config.json"));
+  ASSERT_TRUE(cfg.ok());
+  const double E = (*cfg)["num_local_experts"].get<double>(), k = (*cfg)["num_experts_per_tok"].get<double>();
+  EXPECT_NEAR((*j3)["experts_touched_per_layer"].get<double>(), E * (1 - std::pow(1 - k / E, 3)), 1e-9);
+  const double bytes = (*j3)["bytes_per_step"].get<double>(), bw = (*j3)["ceiling_bytes_per_s"].get<double>();
+  EXPECT_GT(bytes, 0.0);
+  EXPECT_NEAR((*j3)["ceiling_tokens_per_s"].get<double>(), 3 * bw / bytes, 1e-6 * 3 * bw / bytes);
+  EXPECT_NEAR((*j3)["fraction_of_ceiling"].get<double>(),
+              (*j3)["tokens_per_s"].get<double>() / (*j3)["ceiling_tokens_per_s"].get<double>(), 1e-9);
+  EXPECT_NE(r.out.find("ceiling          "), std::string::npos) << r.out;
 }
 
 TEST(Cli, ErrorsAreMessagesNotCrashes) {
