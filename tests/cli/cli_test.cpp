@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "io/npy.h"
 #include "util/json.h"
 
@@ -18,7 +20,10 @@ struct CmdResult {
 };
 
 CmdResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "m2cpp_stderr.txt";
+  // One file per call: ctest runs these tests as concurrent processes.
+  static int calls = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "m2cpp_stderr_" + std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt";
   const std::string cmd = std::string(M2CPP_BINARY) + " " + args + " 2>" + err_path;
   CmdResult r{};
   FILE* p = popen(cmd.c_str(), "r");
@@ -27,8 +32,11 @@ CmdResult run(const std::string& args) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  {
+    std::ifstream e(err_path);
+    r.err.assign(std::istreambuf_iterator<char>(e), {});
+  }
+  std::remove(err_path.c_str());
   return r;
 }
 
