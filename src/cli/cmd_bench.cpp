@@ -81,6 +81,25 @@ struct DecodeArgs {
   std::string json_out;
 };
 
+// Wall time of `n` calls of `step`, in seconds (the first failing call's
+// status otherwise).
+struct StepTimes {
+  double median = 0, mean = 0;
+};
+template <class Step>
+Result<StepTimes> time_steps(int n, Step step) {
+  std::vector<double> times;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = clock::now();
+    M2_RETURN_IF_ERROR(step());
+    times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  StepTimes t{times[times.size() / 2], 0};
+  for (double x : times) t.mean += x / times.size();
+  return t;
+}
+
 int run_roofline(const std::string& device) {
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
@@ -148,17 +167,9 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
     s = step({next()}, pos++, &logits);
     if (!s.ok()) return fail(s);
   }
-  std::vector<double> times;
-  for (int i = 0; i < a.tokens; ++i) {
-    const auto t0 = clock::now();
-    s = step({next()}, pos++, &logits);
-    if (!s.ok()) return fail(s);
-    times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-  double mean = 0;
-  for (double t : times) mean += t / times.size();
+  auto times = time_steps(a.tokens, [&] { return step({next()}, pos++, &logits); });
+  if (!times.ok()) return fail(times.status());
+  const double median = times->median, mean = times->mean;
   const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
   const uint64_t bytes = static_cast<uint64_t>(decode_bytes_per_step(*m->weights, 1, ctx_mid, kv_dtype));
   const double achieved = bytes / median;
@@ -244,15 +255,9 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
     Status s = step();
     if (!s.ok()) return fail(s);
   }
-  std::vector<double> times;
-  for (int i = 0; i < a.tokens; ++i) {
-    const auto t0 = clock::now();
-    Status s = step();
-    if (!s.ok()) return fail(s);
-    times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  auto times = time_steps(a.tokens, step);
+  if (!times.ok()) return fail(times.status());
+  const double median = times->median;
   // The step's bandwidth ceiling, at the middle context of the timed steps.
   double touched = 0;
   const double bytes = decode_bytes_per_step(*m->weights, B, a.context + 4 + a.tokens / 2, kv_dtype, &touched);

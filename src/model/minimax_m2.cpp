@@ -64,8 +64,11 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   for (int32_t id : in.tokens) {
     if (id < 0 || id >= c.vocab_size) return errorf("token id {} is outside the vocabulary [0, {})", id, c.vocab_size);
   }
-  int64_t covered = 0;
+  int64_t covered = 0, max_context = 0;
+  bool decode = true;  // one row per sequence
   for (const SeqSlice& s : in.seqs) {
+    decode = decode && s.num_rows == 1;
+    max_context = std::max(max_context, s.context_len);
     if (s.first_row != covered || s.num_rows <= 0 || s.context_len < s.num_rows ||
         s.context_len > static_cast<int64_t>(s.block_table.size()) * cache.shape().block_size)
       return errorf("forward: inconsistent sequence slice (rows {}+{}, context {}, {} blocks)", s.first_row,
@@ -95,14 +98,8 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   routing.weights = scratch(kRouteW, T, routing.top_k).data;
 
   Backend& b = backend_;
-  // A pure decode step (one row per sequence) is recorded once per batch size
-  // and context bucket and replayed; anything else runs op by op.
-  bool decode = true;
-  int64_t max_context = 0;
-  for (const SeqSlice& s : in.seqs) {
-    decode = decode && s.num_rows == 1;
-    max_context = std::max(max_context, s.context_len);
-  }
+  // A pure decode step is recorded once per batch size and context bucket
+  // and replayed; anything else runs op by op.
   Backend::StepArrays arrays{in.tokens, in.positions, in.slots, in.seqs, c.num_attention_heads,
                              c.num_key_value_heads, max_context};
   uint64_t graph_key = 0;  // none

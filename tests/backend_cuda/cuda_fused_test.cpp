@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "model/minimax_m2.h"
+#include "tensor/dtype.h"
 
 namespace m2::test {
 namespace {
@@ -123,8 +124,7 @@ TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
         if (c.cache == DType::kF32) {
           std::memcpy(&out[i], p + 4 * i, 4);
         } else {
-          uint32_t b = static_cast<uint32_t>(p[2 * i] | p[2 * i + 1] << 8) << 16;
-          std::memcpy(&out[i], &b, 4);
+          out[i] = bf16_to_f32(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
         }
       }
       return out;

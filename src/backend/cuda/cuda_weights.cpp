@@ -24,7 +24,6 @@
 namespace m2::cuda {
 namespace {
 
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 size_t bytes_of(const TensorView& t) { return t.empty() ? 0 : t.nbytes(); }
 
 // Bytes one Linear takes on the device (weight, then scales).

@@ -16,6 +16,26 @@ namespace m2::cuda {
 uint64_t memory_generation();
 void bump_memory_generation();
 
+// Bytes rounded up to 256 (the alignment of every region we lay out).
+inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Consecutive regions of one scratch allocation, each at a 256-byte
+// boundary. With a null base it only sizes them (take returns null).
+class ScratchLayout {
+ public:
+  explicit ScratchLayout(void* base) : base_(static_cast<uint8_t*>(base)) {}
+  uint8_t* take(size_t bytes) {
+    uint8_t* p = base_ ? base_ + size_ : nullptr;
+    size_ += align256(bytes);
+    return p;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* base_;
+  size_t size_ = 0;
+};
+
 // Scratch that grows on demand; contents are not kept across a growth.
 class DeviceBuffer {
  public:

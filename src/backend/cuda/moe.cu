@@ -15,6 +15,7 @@
 // of 64 pairs on tensor cores instead (moe_fp8.cu).
 #include <algorithm>
 
+#include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
 
@@ -226,17 +227,10 @@ struct Scratch {
   int* num_tiles;
 };
 int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return ceil_div(pairs, tile_pairs) + std::min(E, pairs); }
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
-
 Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
   const int64_t P = T * top_k;
-  uint8_t* p = static_cast<uint8_t*>(base);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    uint8_t* q = p ? p + off : nullptr;
-    off += align256(bytes);
-    return q;
-  };
+  ScratchLayout layout(base);
+  auto take = [&](size_t bytes) { return layout.take(bytes); };
   Scratch s;
   const bool fp8_shapes = H % kFp8Block == 0 && I % kFp8Block == 0;
   s.fp8 = take(fp8_shapes ? moe_fp8_scratch_bytes(T, top_k, H, I) : 0);
@@ -245,7 +239,7 @@ Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E,
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
   s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E, kTileTokens)));  // the most tiles
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
-  *total = off;
+  *total = layout.size();
   return s;
 }
 

@@ -7,6 +7,7 @@
 //      of those columns (B = 256 rows); epilogue u = silu(gate) * up,
 //      quantised per pair over its 128 columns -> u8 + su (row = pair);
 //   3. down: the same tiles x 128 columns of H against W2 -> y [P, H].
+#include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/fp8_mma.cuh"
 
@@ -149,24 +150,17 @@ __global__ void __launch_bounds__(DownTile::kThreads, 1)
     }
 }
 
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
-
-// Scratch layout (byte offsets, each 256-aligned); *total gets its size.
+// Scratch layout (each region 256-aligned); *total gets its size.
 MoeFp8Scratch carve(void* scratch, int64_t T, int top_k, int64_t H, int64_t I, size_t* total) {
   const int64_t P = T * top_k;
-  uint8_t* base = static_cast<uint8_t*>(scratch);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    uint8_t* p = base ? base + off : nullptr;
-    off += align256(bytes);
-    return p;
-  };
+  ScratchLayout layout(scratch);
+  auto take = [&](size_t bytes) { return layout.take(bytes); };
   MoeFp8Scratch s;
   s.x8 = take(static_cast<size_t>(T * H));
   s.sx = reinterpret_cast<float*>(take(sizeof(float) * (H / kKBlock) * T));
   s.u8 = take(static_cast<size_t>(P * I));
   s.su = reinterpret_cast<float*>(take(sizeof(float) * (I / kKBlock) * P));
-  if (total) *total = off;
+  if (total) *total = layout.size();
   return s;
 }
 
