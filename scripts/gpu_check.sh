@@ -4,6 +4,7 @@
 #   2. the CUDA tests (every op against the CPU backend, the whole model
 #      against the float64 reference fixtures and the CPU backend, 32K context);
 #   3. the microbenchmarks beside the ceilings measured in the same run;
+#      (BENCH_ARGS=--quick: the decode-size rows only)
 #   4. `m2cpp bench decode --device cuda` on dummy weights at the real M2.7
 #      shape with as many layers as fit (LAYERS, default 30; 8 if that fails).
 # Full logs go to $OUT (the device tool's output folder; /tmp/gpu_check_out otherwise).
@@ -100,9 +101,36 @@ grep -E '^\[  FAILED  \]|Failure|CUDA error' "$OUT/tests.log" | head -20 | tee -
 
 # 3. Microbenchmarks.
 if [[ -z "${SKIP_BENCH:-}" ]]; then
-  run $(( $(left) > 330 ? ${BENCH_SECONDS:-130} : 60 )) "$BUILD/cuda_kernels_bench" > "$OUT/bench.log" 2>&1
+  run $(( $(left) > 330 ? ${BENCH_SECONDS:-130} : 60 )) "$BUILD/cuda_kernels_bench" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   rc=$?
   (( rc == 0 )) || note "microbenchmarks stopped early (rc $rc)"
+fi
+
+# 3b. Where a decode step's GPU time goes (PROFILE=1): the per-op table of
+# M2CPP_CUDA_PROFILE=1 (no graphs) for batch 1 and 64 on a few layers.
+if [[ -n "${PROFILE:-}" ]]; then
+  for batch in 1 64; do
+    echo "== batch $batch" >> "$OUT/profile.log"
+    M2CPP_CUDA_PROFILE=1 run 120 "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
+      --num-layers "${PROFILE_LAYERS:-4}" --device cuda --kv-dtype bf16 --context 1024 --tokens 16 \
+      $( ((batch > 1)) && echo --batch $batch) >> "$OUT/profile.log" 2>&1 || note "profile at batch $batch failed"
+  done
+fi
+
+# 3c. Every kernel of decode steps under Nsight Compute (NCU=1, when the
+# image has ncu): GPU time, DRAM bytes and occupancy per launch, for batch 1
+# and 64 on 2 layers, without graphs. ncu_summary.txt: one line per kernel.
+NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+if [[ -n "${NCU:-}" && -n "$NCU_BIN" ]]; then
+  for batch in 1 64; do
+    M2CPP_CUDA_GRAPHS=0 run 200 "$NCU_BIN" --cache-control none --clock-control none --csv --print-units base \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+      -c "${NCU_KERNELS:-400}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers 2 \
+      --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
+      $( ((batch > 1)) && echo --batch $batch) > "$OUT/ncu_b$batch.csv" 2> "$OUT/ncu_b$batch.err" ||
+      note "ncu at batch $batch failed (rc $?)"
+    python3 "$ROOT/scripts/ncu_summary.py" "$OUT/ncu_b$batch.csv" >> "$OUT/ncu_summary.txt" 2>&1
+  done
 fi
 
 # 4. Decode on dummy weights of the real shape: batch 1 at 1K context (the
@@ -135,12 +163,12 @@ if [[ -n "${DECODE_VARIANTS:-}" ]]; then
     for x in "${vars[@]}"; do unset "${x%%=*}"; done
   done
 fi
-for batch in 64 256; do
+for batch in ${DECODE_BATCHES-64 256}; do
   (( $(left) > 60 )) || break
   decode "$LAYERS" $(( $(left) - 40 )) decode_batch.log --context 1024 --batch $batch --tokens 8 \
     --json "$OUT/decode_b$batch.json" || note "decode at batch $batch failed (rc $?)"
 done
-(( $(left) > 60 )) && { decode "$LAYERS" $(( $(left) - 10 )) prefill.log --context 8192 --prefill-chunk 8192 --tokens 2 \
+[[ -z "${SKIP_PREFILL:-}" ]] && (( $(left) > 60 )) && { decode "$LAYERS" $(( $(left) - 10 )) prefill.log --context 8192 --prefill-chunk 8192 --tokens 2 \
   --json "$OUT/prefill.json" || note "8K prefill failed (rc $?)"; }
 fi
 
@@ -158,6 +186,8 @@ fi
     echo "== the same with one launch feature off"
     grep -E '^(==|decode|bandwidth)' "$OUT/decode_variants.log" | sed 's/^/   /'
   fi
+  [[ -s "$OUT/profile.log" ]] && { echo "== per-op profile (M2CPP_CUDA_PROFILE=1)"; sed 's/^/   /' "$OUT/profile.log" | grep -vE 'loading|progress' | head -120; }
+  [[ -s "$OUT/ncu_summary.txt" ]] && { echo "== kernels under ncu (decode steps, 2 layers)"; sed 's/^/   /' "$OUT/ncu_summary.txt"; }
   echo "== batch 64 and 256, 1K context"
   grep -E '^(decode|bytes/step|ceiling)' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'
   echo "== prefill of 8K tokens in one step"

@@ -139,6 +139,8 @@ class Backend {
     int num_heads = 0;
     int num_kv_heads = 0;
     int64_t context_bound = 0;
+    int head_dim = 0;                  // of the KV cache the step's attention reads
+    DType kv_dtype = DType::kBF16;
   };
   enum class GraphMode { kEager, kCapturing, kReplayed };
   // Called before the ops of every step with its arrays and, for a step that

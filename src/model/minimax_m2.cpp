@@ -102,6 +102,7 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   // and replayed; anything else runs op by op.
   Backend::StepArrays arrays{in.tokens, in.positions, in.slots, in.seqs, c.num_attention_heads,
                              c.num_key_value_heads, max_context};
+  arrays.head_dim = cache.shape().head_dim, arrays.kv_dtype = cache.shape().dtype;
   uint64_t graph_key = 0;  // none
   if (decode) {
     arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));

@@ -208,6 +208,22 @@ TEST_F(CudaAttention, MixedStepMatchesCpu) {
     run({kH, kKv, kHd, 16, dt, {{700, 200}, {1024, 1}, {3000, 1}, {5, 5}, {64, 16}, {2048, 3}}}, 400);
 }
 
+// A decode batch: one row per sequence (the decode kernel), contexts around
+// its 64-key tiles and splits, one key, and a batch large enough to need no
+// split; GQA 8:1 (its largest group) and 12:1 (the general kernel).
+TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    std::vector<SeqSpec> seqs;
+    for (int64_t n : {1, 2, 63, 64, 65, 127, 128, 129, 1000, 1024, 1025, 2900}) seqs.push_back({n, 1});
+    run({kH, kKv, kHd, 16, dt, seqs}, 450);
+    seqs.clear();
+    for (int i = 0; i < 300; ++i) seqs.push_back({1 + (i * 7919) % 700, 1});
+    run({kH, kKv, kHd, 16, dt, seqs}, 451);
+    run({16, 2, 128, 16, dt, {{500, 1}, {64, 1}, {3, 1}}}, 452);
+    run({24, 2, 128, 16, dt, {{500, 1}, {64, 1}}}, 453);
+  }
+}
+
 // Sharper softmax (logits of std 4): the online max and rescaling matter.
 TEST_F(CudaAttention, PeakySoftmaxMatchesCpu) {
   for (DType dt : {DType::kBF16, DType::kF8E4M3}) run({kH, kKv, kHd, 16, dt, {{600, 600}, {900, 1}}, 4.0f}, 500);

@@ -28,6 +28,7 @@
 #include <cmath>
 
 #include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace m2::cuda {
@@ -57,23 +58,6 @@ struct Smem {
   static constexpr int kScaleOff = kBf16Off + (kFp8 ? 2 * kTileB : 0);
   static constexpr int kBytes = kScaleOff + (kFp8 ? 2 * 2 * kBN * 4 : 0);
 };
-
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-// 16 bytes global -> shared, asynchronously; zeros when !valid (src unread).
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ inline void cp_async4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0)
-               : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Four 8x8 b16 matrices; lane i gives the address of row i % 8 of matrix
 // i / 8 and receives, of matrix m, r[m] = its row lane / 4, columns

@@ -250,11 +250,10 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   auto timer = timed([&] { return fmt::format("attention T={} ({} seqs)", q.rows, seqs.size()); });
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  const AttnMeta meta =
-      upload_attention_meta(seqs, G, tc_attention_ && attention_prefill_supports(s.dtype, s.head_dim));
+  const AttnMeta meta = upload_attention_meta(seqs, G, tc_attention_ && attention_prefill_supports(s.dtype, s.head_dim),
+                                              attention_decode_supports(s.dtype, s.head_dim, G));
   // A recorded step is sized by the step's context bound, so that its key
   // splits serve every context up to it (splits past a sequence's keys are empty).
-  const int64_t max_keys = std::max(meta.max_keys, context_bound_);
   AttentionArgs a;
   a.q = q.data, a.out = out.data, a.T = q.rows;
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
@@ -264,7 +263,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   a.items = reinterpret_cast<const AttnItem*>(meta.device + meta.item_off);
   a.num_items = meta.num_items;
   a.block_tables = reinterpret_cast<const int32_t*>(meta.device + meta.table_off);
-  if (G * s.num_kv_heads != num_heads || meta.num_items + meta.num_prefill_items == 0)
+  if (G * s.num_kv_heads != num_heads || meta.num_items + meta.num_prefill_items + meta.num_decode_items == 0)
     die(cudaErrorInvalidValue, "attention",
         fmt::format("attention of q {} with {} heads over {} kv heads ({} sequences)", shape(q), num_heads,
                     s.num_kv_heads, seqs.size()),
@@ -280,14 +279,28 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
                          s.head_dim, G);
     });
   }
+  if (meta.num_decode_items > 0) {
+    AttentionArgs d = a;
+    d.items = reinterpret_cast<const AttnItem*>(meta.device + meta.decode_off);
+    d.num_items = meta.num_decode_items;
+    size_splits(d, d.num_items, std::max(meta.max_decode_keys, context_bound_), kDecodeTileKeys);
+    if (d.splits > 1) {
+      d.partials = static_cast<float*>(attn_decode_partials_.reserve(
+          attention_decode_partial_floats(d.num_items, s.num_kv_heads, d.splits) * sizeof(float), stream_));
+      d.counters = static_cast<unsigned*>(
+          attn_counters_.reserve(sizeof(unsigned) * d.num_items * s.num_kv_heads, stream_, true));
+    }
+    check(launch_attention_decode(d, stream_), "attention (decode)", [&] {
+      return fmt::format("decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
+                         "splits of {} keys)",
+                         shape(q), dtype_name(s.dtype), layer, d.num_items, s.num_kv_heads, s.head_dim, G, d.splits,
+                         d.split_keys);
+    });
+  }
   if (meta.num_items == 0) return;
-  // Split the keys when items x kv heads would leave the GPU idle (decode),
-  // at least 128 keys (a tile per warp) per split.
-  const int64_t blocks = a.num_items * s.num_kv_heads;
-  int64_t splits = 1;
-  if (blocks < 2 * num_sms_) splits = std::clamp<int64_t>((2 * num_sms_ + blocks - 1) / blocks, 1, (max_keys + 127) / 128);
-  a.split_keys = static_cast<int>(((max_keys + splits - 1) / splits + 31) / 32 * 32);
-  a.splits = static_cast<int>((max_keys + a.split_keys - 1) / a.split_keys);
+  // At least 128 keys (a tile per warp) per split.
+  size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
+  a.split_keys = (a.split_keys + 31) / 32 * 32;
   if (a.splits > 1)
     a.partials = static_cast<float*>(attn_partials_.reserve(
         attention_partial_floats(q.rows, num_heads, s.head_dim, a.splits) * sizeof(float), stream_));
@@ -336,13 +349,25 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   check(launch_moe(a, stream_), "moe", context);
 }
 
+void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
+  // Split the keys when items x kv heads would leave the GPU idle (decode at
+  // small batches): about two blocks per SM.
+  const int64_t blocks = items * a.kv_heads;
+  int64_t splits = 1;
+  if (blocks < 2 * num_sms_)
+    splits = std::clamp<int64_t>((2 * num_sms_ + blocks - 1) / blocks, 1, (max_keys + granule - 1) / granule);
+  const int64_t per = (max_keys + splits - 1) / splits;
+  a.split_keys = static_cast<int>(std::max<int64_t>(1, (per + granule - 1) / granule) * granule);
+  a.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + a.split_keys - 1) / a.split_keys));
+}
+
 CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,
-                                                        bool prefill_ok) {
+                                                        bool prefill_ok, bool decode_ok) {
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
   // (general kernel), or of kPrefillVectors for the tensor-core prefill
   // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
   std::vector<AttnSeq> seq_list;
-  std::vector<AttnItem> items, prefill_items;
+  std::vector<AttnItem> items, prefill_items, decode_items;
   std::vector<int32_t> tables;
   AttnMeta m;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -356,6 +381,11 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
         prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
       continue;
     }
+    if (decode_ok && sq.num_rows == 1) {
+      decode_items.push_back({static_cast<int32_t>(i), 0});
+      m.max_decode_keys = std::max(m.max_decode_keys, sq.context_len);
+      continue;
+    }
     for (int64_t v = 0; v < sq.num_rows * group; v += kAttnVectors)
       items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
     m.max_keys = std::max(m.max_keys, sq.context_len);  // of the general kernel's sequences
@@ -363,8 +393,10 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
   attn_meta_host_.clear();
   m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
   m.table_off = pack(attn_meta_host_, tables), m.prefill_off = pack(attn_meta_host_, prefill_items);
+  m.decode_off = pack(attn_meta_host_, decode_items);
   m.num_items = static_cast<int64_t>(items.size());
   m.num_prefill_items = static_cast<int64_t>(prefill_items.size());
+  m.num_decode_items = static_cast<int64_t>(decode_items.size());
   m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
                                                 "the attention work list"));
   return m;

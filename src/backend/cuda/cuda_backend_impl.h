@@ -78,10 +78,14 @@ class CudaBackend final : public Backend {
   // into attn_meta_host_) uploaded to attn_meta_; returns its device copy.
   struct AttnMeta {
     const uint8_t* device = nullptr;
-    size_t seq_off = 0, item_off = 0, table_off = 0, prefill_off = 0;
-    int64_t num_items = 0, num_prefill_items = 0, max_keys = 0;
+    size_t seq_off = 0, item_off = 0, table_off = 0, prefill_off = 0, decode_off = 0;
+    int64_t num_items = 0, num_prefill_items = 0, num_decode_items = 0;
+    int64_t max_keys = 0, max_decode_keys = 0;  // of the general kernel's, the decode kernel's sequences
   };
-  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok);
+  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok, bool decode_ok);
+  // Key splits of `items` work items x kv heads over at most max_keys keys
+  // (keys per split a multiple of `granule`): enough blocks to fill the GPU.
+  void size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const;
   // A small host array's device copy; while a graph is being recorded the
   // bytes must be those staged by begin_step (a copy cannot be recorded).
   const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);
@@ -134,7 +138,7 @@ class CudaBackend final : public Backend {
 
   Fp8Matmul fp8_matmul_{fp8_gemm_mode_from_env()};  // FP8 weights x many tokens
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
-  DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_;
+  DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_, attn_decode_partials_, attn_counters_;
   std::vector<uint8_t> attn_meta_host_;
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;

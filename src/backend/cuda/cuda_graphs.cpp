@@ -39,13 +39,15 @@ Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays&
     table_entries += static_cast<size_t>((step.context_bound * static_cast<int64_t>(s.block_table.size()) +
                                           std::max<int64_t>(s.context_len, 1) - 1) /
                                          std::max<int64_t>(s.context_len, 1));
-  attn_meta_.reserve(step.seqs.size() * (sizeof(AttnSeq) + sizeof(AttnItem)) + table_entries * sizeof(int32_t) + 64,
+  // (+ 128: the 16-byte alignment of its 5 sections)
+  attn_meta_.reserve(step.seqs.size() * (sizeof(AttnSeq) + sizeof(AttnItem)) + table_entries * sizeof(int32_t) + 128,
                      stream_);
   // Stage what the ops will upload, so that they (and a replay) find it in place.
   upload(ids_, step.tokens.data(), step.tokens.size_bytes(), "token ids");
   upload(positions_, step.positions.data(), step.positions.size_bytes(), "positions");
   upload(slots_, step.slots.data(), step.slots.size_bytes(), "slots");
-  upload_attention_meta(step.seqs, step.num_heads / step.num_kv_heads, false);  // decode rows: no prefill items
+  const int group = step.num_heads / step.num_kv_heads;  // decode rows: no prefill items
+  upload_attention_meta(step.seqs, group, false, attention_decode_supports(step.kv_dtype, step.head_dim, group));
 
   const uint64_t generation = memory_generation();
   auto it = graphs_.find(graph_key);

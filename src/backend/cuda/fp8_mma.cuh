@@ -31,6 +31,7 @@
 
 #include <cuda_fp8.h>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace m2::cuda {
@@ -58,25 +59,7 @@ __device__ inline uint32_t quantize_group128(float4 v, float* scale) {
          static_cast<uint32_t>(fp8_code(v.z, s)) << 16 | static_cast<uint32_t>(fp8_code(v.w, s)) << 24;
 }
 
-// ---- PTX wrappers ---------------------------------------------------------------
-
-__device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-// 16 bytes global -> shared, zero-filled when !valid (gmem must still be a
-// valid address).
-__device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async4(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 4 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+// ---- PTX wrappers (cp.async: async_copy.cuh) ------------------------------------
 
 __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

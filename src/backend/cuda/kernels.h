@@ -182,15 +182,29 @@ struct AttentionArgs {
   const int32_t* block_tables = nullptr;
   // Split of each item's keys over `splits` blocks of `split_keys` keys; with
   // more than one, partial results go to `partials` (attention_partial_floats)
-  // and a second kernel merges them.
+  // and a second kernel merges them (the decode kernel: the last block of an
+  // item merges, counting finished splits in `counters`, one per item and kv
+  // head, zero between launches).
   int splits = 1;
   int split_keys = 0;
   float* partials = nullptr;
+  unsigned* counters = nullptr;
 };
 constexpr int kAttnVectors = 8;  // (row, head) vectors per item
 constexpr int kAttnMaxHeadDim = 128;
 size_t attention_partial_floats(int64_t T, int heads, int head_dim, int splits);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// ---- attention_decode.cu --------------------------------------------------------
+// Decode rows (one row per sequence: items with first_vector 0 of sequences
+// of num_rows 1), head_dim 128, group <= 8, BF16 or FP8 caches; split_keys a
+// multiple of kDecodeTileKeys.
+constexpr int kDecodeHeadDim = 128;
+constexpr int kDecodeMaxGroup = 8;
+constexpr int kDecodeTileKeys = 64;
+bool attention_decode_supports(DType dtype, int head_dim, int group);
+size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits);
+cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream);
 
 // cudaSuccess if this build has kernels for the current device.
 cudaError_t kernels_loadable();

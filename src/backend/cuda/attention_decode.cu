@@ -1,0 +1,311 @@
+// Decode attention: one query row per sequence, GQA, head_dim 128, over the
+// paged BF16 or FP8 cache.
+//
+// Block (sequence, kv head, split) reads the split's keys once for all G <= 8
+// query heads that share the kv head. Keys and values come in tiles of 64
+// through a two-stage cp.async pipeline (a whole tile's loads are in flight
+// at once, the next tile's while this one is computed: a short context costs
+// one memory round trip, not one per chunk). Each warp owns 16 keys of a
+// tile, two lanes per key (interleaved 16-byte chunks of the row, so a
+// quarter-warp's reads hit 8 distinct bank groups), keeps an online softmax
+// per query head and accumulates p · V with each lane owning 4 of the 128
+// output dims. The warps' states are merged in shared memory; with several
+// splits the block writes its (max, sum, acc) and the last block of the
+// (sequence, kv head) to finish merges them all (no second kernel).
+//
+// FP8 caches: codes are staged as stored; a key's score is multiplied by its
+// K scale, its p by the V scale for p · V (the unscaled p goes to the sum).
+// fp32 softmax and accumulation throughout (the CPU backend's math).
+#include <cfloat>
+
+#include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/gemv.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kHd = kDecodeHeadDim;
+constexpr int kG = kDecodeMaxGroup;
+constexpr int kThreads = 128, kWarps = kThreads / kWarp;
+constexpr int kTile = kDecodeTileKeys;             // keys per pipeline stage
+constexpr int kKeysPerWarp = kTile / kWarps;        // 16: two lanes per key
+constexpr int kDims = kHd / kWarp;                  // output dims per lane (4)
+constexpr int kRecord = 2 * kG + kG * kHd;          // floats of one split's partial result
+static_assert(kThreads == kHd && kThreads == 2 * kTile, "one output dim per thread; one scale per thread");
+
+template <DType KT>
+struct Layout {
+  static constexpr int kEs = KT == DType::kBF16 ? 2 : 1;
+  static constexpr int kChunks = kHd * kEs / 16;    // 16-byte chunks per cached row
+  // Row stride = 32 (mod 128) bytes: lane 2j + h reads chunk 2i + h of key j,
+  // so the 8 lanes of a quarter-warp cover one 128-byte bank window.
+  static constexpr int kRowB = kHd * kEs + 32;
+  static constexpr int kTileB = kTile * kRowB;
+  static constexpr int kScaleB = KT == DType::kF8E4M3 ? 2 * kTile * 4 : 0;  // k then v scales
+  static constexpr int kStageB = 2 * kTileB + kScaleB;                   // K rows, V rows, scales
+  static constexpr int kQB = kG * kHd * 4;                                // fp32 query vectors
+  static constexpr int kPB = kWarps * kKeysPerWarp * kG * 4;              // p per warp and key
+  static constexpr int kBytes = kQB + kPB + 2 * kStageB;
+  static_assert(kStageB * 2 >= kWarps * kG * (kHd + 2) * 4, "the warp merge reuses the stages");
+};
+
+// The 4 values of a cached row at dims [4 * lane, +4) (V for p · V).
+template <DType KT>
+__device__ inline float4 load_dims(const uint8_t* row, int lane) {
+  if constexpr (KT == DType::kF8E4M3) {
+    return decode4<DType::kF8E4M3>(make_uint4(*reinterpret_cast<const uint32_t*>(row + 4 * lane), 0, 0, 0), 0);
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(row + 8 * lane);
+    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                       __uint_as_float(w.y & 0xffff0000u));
+  }
+}
+
+template <DType KT>
+__global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArgs a) {
+  using L = Layout<KT>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* qs = reinterpret_cast<float*>(smem);                   // [kG][kHd]
+  float* ps = reinterpret_cast<float*>(smem + L::kQB);          // [kWarps][kKeysPerWarp][kG]
+  uint8_t* stages = smem + L::kQB + L::kPB;                     // 2 x kStageB
+
+  // Launched early (launch_pdl): nothing is read before the QK step is done.
+  // The next kernel (o_proj) may start at once and pull its weights into L2
+  // while this latency-bound kernel runs.
+  allow_dependents();
+  grid_dependency_wait();
+  const AttnItem item = a.items[blockIdx.x];
+  const AttnSeq sq = a.seqs[item.seq];
+  const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
+  const int n_keys = sq.context_len;  // one row at position context_len - 1 sees every key
+  const int k_begin = split * a.split_keys, k_end = min(n_keys, k_begin + a.split_keys);
+  const int n_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
+  const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
+  const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
+  const int32_t* table = a.block_tables + sq.table_offset;
+  const int64_t token_ld = static_cast<int64_t>(a.kv_heads) * kHd;  // elements per cache slot
+
+  // The G query vectors of this kv head are contiguous in q: G * 32 chunks.
+  const float* q_src = a.q + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd;
+  for (int c = tid; c < kG * kHd / 4; c += kThreads)
+    cp_async16(qs + 4 * c, q_src + (c < G * kHd / 4 ? 4 * c : 0), c < G * kHd / 4);
+
+  // Issues tile t's K and V rows (and FP8 scales) into stage t % 2. The
+  // block-table reads all come first: an asm cp.async is a compiler barrier,
+  // so a read between two of them would cost a memory round trip each.
+  auto slot_of = [&](int key) {
+    return key < k_end ? static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size : 0;
+  };
+  auto load_tile = [&](int t) {
+    uint8_t* st = stages + (t % 2) * L::kStageB;
+    const int k0 = k_begin + t * kTile;
+    constexpr int kIters = kTile * L::kChunks / kThreads;  // chunk c = tid + i * kThreads is of key c / kChunks
+    int64_t slot[kIters];
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) slot[i] = slot_of(k0 + (tid + i * kThreads) / L::kChunks);
+    const int64_t scale_slot = KT == DType::kF8E4M3 ? slot_of(k0 + tid % kTile) : 0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * kThreads, j = c / L::kChunks, part = c % L::kChunks;
+      const bool ok = k0 + j < k_end;
+      const int64_t off = (slot[i] * token_ld + static_cast<int64_t>(kvh) * kHd) * L::kEs + part * 16;
+      cp_async16(st + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, ok);
+      cp_async16(st + L::kTileB + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, ok);
+    }
+    if constexpr (KT == DType::kF8E4M3) {  // thread i < kTile: K scale of key i; else V scale of key i - kTile
+      const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
+      cp_async4(st + 2 * L::kTileB + tid * 4, src, k0 + tid % kTile < k_end);
+    }
+  };
+
+  if (n_tiles > 0) load_tile(0);
+  cp_async_commit();
+
+  float m[kG], l[kG], acc[kG][kDims];
+#pragma unroll
+  for (int v = 0; v < kG; ++v) {
+    m[v] = -FLT_MAX, l[v] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) acc[v][d] = 0.0f;
+  }
+  const int jw = lane / 2, h = lane % 2;  // this lane's key within the warp, and half of the row
+  float* pw = ps + warp * kKeysPerWarp * kG;
+
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) load_tile(t + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint8_t* st = stages + (t % 2) * L::kStageB;
+    const int j = warp * kKeysPerWarp + jw, key = k_begin + t * kTile + j;
+    const bool valid = key < k_end;
+
+    // Scores of key j against the G vectors (this lane's half of the dims).
+    float s[kG];
+#pragma unroll
+    for (int v = 0; v < kG; ++v) s[v] = 0.0f;
+    const uint8_t* krow = st + j * L::kRowB;
+#pragma unroll
+    for (int i = 0; i < L::kChunks / 2; ++i) {
+      const int chunk = 2 * i + h;
+      const uint4 kc = *reinterpret_cast<const uint4*>(krow + chunk * 16);
+      constexpr int kPer = 16 / L::kEs;  // dims per chunk
+#pragma unroll
+      for (int c = 0; c < kPer / 4; ++c) {
+        const float4 kk = decode4<KT>(kc, c);
+#pragma unroll
+        for (int v = 0; v < kG; ++v) {
+          if (v >= G) break;
+          const float4 qq = *reinterpret_cast<const float4*>(qs + v * kHd + chunk * kPer + 4 * c);
+          s[v] = dot4(qq, kk, s[v]);
+        }
+      }
+    }
+    float k_scale = 1.0f, v_scale = 1.0f;
+    if constexpr (KT == DType::kF8E4M3) {
+      k_scale = reinterpret_cast<const float*>(st + 2 * L::kTileB)[j];
+      v_scale = reinterpret_cast<const float*>(st + 2 * L::kTileB)[kTile + j];
+    }
+    // Online softmax per vector over the warp's 16 keys (each key on 2 lanes).
+#pragma unroll
+    for (int v = 0; v < kG; ++v) {
+      if (v >= G) break;
+      const float both = s[v] + __shfl_xor_sync(0xffffffffu, s[v], 1);  // every lane takes part
+      const float sv = valid ? both * (a.scale * k_scale) : -FLT_MAX;
+      const float m_new = fmaxf(m[v], warp_max(sv));
+      const float p = valid ? expf(sv - m_new) : 0.0f;
+      const float corr = expf(m[v] - m_new);
+      l[v] = fmaf(l[v], corr, warp_sum(h == 0 ? p : 0.0f));
+#pragma unroll
+      for (int d = 0; d < kDims; ++d) acc[v][d] *= corr;
+      m[v] = m_new;
+      if (h == 0) pw[jw * kG + v] = p * v_scale;
+    }
+    __syncwarp();
+    // acc += p · V over the warp's keys; this lane owns dims [4 * lane, +4).
+    const uint8_t* vbase = st + L::kTileB + warp * kKeysPerWarp * L::kRowB;
+#pragma unroll 4
+    for (int jj = 0; jj < kKeysPerWarp; ++jj) {
+      const float4 vv = load_dims<KT>(vbase + jj * L::kRowB, lane);
+      const float4 p0 = *reinterpret_cast<const float4*>(pw + jj * kG);
+      const float4 p1 = *reinterpret_cast<const float4*>(pw + jj * kG + 4);
+      const float pv[kG] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+      for (int v = 0; v < kG; ++v) {
+        if (v >= G) break;
+        acc[v][0] = fmaf(pv[v], vv.x, acc[v][0]);
+        acc[v][1] = fmaf(pv[v], vv.y, acc[v][1]);
+        acc[v][2] = fmaf(pv[v], vv.z, acc[v][2]);
+        acc[v][3] = fmaf(pv[v], vv.w, acc[v][3]);
+      }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's loads
+  }
+  cp_async_wait<0>();  // the query vectors, when there were no tiles
+
+  // Merge the warps (the stages hold their states now).
+  float* wst = reinterpret_cast<float*>(stages);  // [kWarps][kG][kHd + 2]: acc, then m, l
+#pragma unroll
+  for (int v = 0; v < kG; ++v) {
+    float* rec = wst + (warp * kG + v) * (kHd + 2);
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) rec[kDims * lane + d] = acc[v][d];
+    if (lane == 0) rec[kHd] = m[v], rec[kHd + 1] = l[v];
+  }
+  __syncthreads();
+  const int d = tid;  // kThreads == kHd: one output dim per thread
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * a.kv_heads + kvh;  // (sequence, kv head)
+  for (int v = 0; v < G; ++v) {
+    float M = -FLT_MAX;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wst[(w * kG + v) * (kHd + 2) + kHd]);
+    float Ls = 0.0f, A = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float* rec = wst + (w * kG + v) * (kHd + 2);
+      const float c = expf(rec[kHd] - M);
+      Ls = fmaf(rec[kHd + 1], c, Ls);
+      A = fmaf(rec[d], c, A);
+    }
+    if (a.splits == 1) {
+      a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A / Ls;
+    } else {
+      float* mine = a.partials + (pair * a.splits + split) * kRecord;
+      if (d == 0) mine[v] = M, mine[kG + v] = Ls;
+      mine[2 * kG + v * kHd + d] = A;
+    }
+  }
+  if (a.splits == 1) return;
+
+  // The last block of this (sequence, kv head) merges every split.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&a.counters[pair], 1u) == static_cast<unsigned>(a.splits) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* recs = a.partials + pair * a.splits * kRecord;
+  // Each split's weight per vector, e^{M_s - M} (0 for splits past the
+  // context: their max is -FLT_MAX), and the total sum, through shared
+  // memory; then every thread's dim with all loads of a split in flight.
+  float* wts = reinterpret_cast<float*>(stages);  // [splits][kG], then [kG] sums
+  for (int v = tid; v < G; v += kThreads) {
+    float M = -FLT_MAX;
+    for (int s = 0; s < a.splits; ++s) M = fmaxf(M, __ldcg(recs + s * kRecord + v));
+    float Ls = 0.0f;
+    for (int s = 0; s < a.splits; ++s) {
+      const float c = expf(__ldcg(recs + s * kRecord + v) - M);
+      wts[s * kG + v] = c;
+      Ls = fmaf(__ldcg(recs + s * kRecord + kG + v), c, Ls);
+    }
+    wts[a.splits * kG + v] = Ls;
+  }
+  __syncthreads();
+  float A[kG] = {};
+  for (int s = 0; s < a.splits; ++s) {
+#pragma unroll
+    for (int v = 0; v < kG; ++v)
+      if (v < G) A[v] = fmaf(__ldcg(recs + s * kRecord + 2 * kG + v * kHd + d), wts[s * kG + v], A[v]);
+  }
+#pragma unroll
+  for (int v = 0; v < kG; ++v)
+    if (v < G) a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A[v] / wts[a.splits * kG + v];
+  if (tid == 0) a.counters[pair] = 0;  // ready for the next launch (and graph replay)
+}
+
+template <DType KT>
+cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  const size_t smem = Layout<KT>::kBytes;
+  cudaError_t e = allow_dynamic_smem(attention_decode_kernel<KT>, smem);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads),
+                  static_cast<unsigned>(a.splits));
+  return launch_pdl(attention_decode_kernel<KT>, grid, kThreads, smem, stream, a);
+}
+
+}  // namespace
+
+bool attention_decode_supports(DType dtype, int head_dim, int group) {
+  return (dtype == DType::kBF16 || dtype == DType::kF8E4M3) && head_dim == kHd && group >= 1 && group <= kG;
+}
+
+size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits) {
+  return static_cast<size_t>(seqs) * kv_heads * splits * kRecord;
+}
+
+cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream) {
+  if (!attention_decode_supports(a.dtype, a.head_dim, a.group) || a.split_keys <= 0 || a.split_keys % kTile != 0 ||
+      (a.splits > 1 && (!a.partials || !a.counters)))
+    return cudaErrorInvalidValue;
+  if (a.num_items == 0) return cudaSuccess;
+  switch (a.dtype) {
+    case DType::kF8E4M3:
+      if (!a.k_scales || !a.v_scales) return cudaErrorInvalidValue;
+      return launch_typed<DType::kF8E4M3>(a, stream);
+    case DType::kBF16: return launch_typed<DType::kBF16>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace m2::cuda
