@@ -171,6 +171,32 @@ void bench_matmul(Bench& b, const char* name, DType dtype, int64_t N, int64_t K,
   }
 }
 
+// The lm_head [200064, 3072] BF16 at decode batches of more than 16 tokens,
+// on the path the backend picks (tensor cores unless M2CPP_BF16_GEMM=off,
+// bf16_matmul.h). Bytes: what the tensor-core path must move, W read twice
+// (once per GEMM) + x + y (the second GEMM's read-back of y and the bf16
+// split scratch are not counted); FLOPs 2·T·N·K, and the tensor cores'
+// executed 4·T·N·K (two GEMMs) beside cuBLASLt's BF16 rate measured in this
+// run (0: not measured).
+void bench_lm_head_gemm(Bench& b, const std::string& tag, std::vector<int64_t> tokens, double copy_bps,
+                        double bf16_flops) {
+  const int64_t N = 200064, K = 3072;
+  ModelWeights w;
+  w.lm_head = b.linear(DType::kBF16, N, K);  // 1.2 GB: no copies needed to defeat L2
+  b.prepare(w);
+  for (int64_t T : tokens) {
+    Act x = b.act(T, K), y = b.act(T, N);
+    const double us = b.time_us(8, [&](int) { b.gpu().matmul(x, w.lm_head, y); });
+    const double bytes = 2.0 * N * K * 2 + T * K * 4.0 + T * N * 4.0, flops = 2.0 * T * N * K;
+    b.add(fmt::format("lm_head{} T={}", tag, T), fmt::format("BF16 {}", dims(N, K)), us, bytes, flops);
+    std::printf("    %.0f%% of copy (%.0f GB/s); %.1f TFLOP/s executed (2 GEMMs) = %s of cuBLASLt BF16 (%.0f)\n",
+                copy_bps > 0 ? 100.0 * bytes / (us * 1e-6) / copy_bps : 0.0, copy_bps / 1e9, 2 * flops / us / 1e6,
+                bf16_flops > 0 ? fmt::format("{:.1f}%", 100.0 * 2 * flops / (us * 1e-6) / bf16_flops).c_str()
+                               : "n/a (--quick)",
+                bf16_flops / 1e12);
+  }
+}
+
 // One layer's experts (256, FP8, real shapes), 8 distinct random experts per
 // token, a fresh routing every call.
 void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "") {
@@ -354,6 +380,7 @@ int main(int argc, char** argv) {
   bench_matmul(b, "expert w1", DType::kF8E4M3, 1536, 3072, {1});
   bench_matmul(b, "expert w2", DType::kF8E4M3, 3072, 1536, {1});
   bench_matmul(b, "lm_head", DType::kBF16, 200064, 3072, {1, 4});
+  bench_lm_head_gemm(b, " tensor cores", {64, 256}, c.copy_bytes_per_s, c.bf16_flops);
   if (!quick) bench_matmul(b, "q_proj prefill", DType::kF8E4M3, 6144, 3072, {512});
   bench_moe(b, quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 4, 16, 64});
   bench_attention(b, 1024, 1);
@@ -383,6 +410,13 @@ int main(int argc, char** argv) {
       b.append(m.rows());
     }
     unsetenv("M2CPP_FP8_GEMM");
+    // The SIMT kernel the tensor-core lm_head replaces (same byte count: the
+    // rows compare times).
+    setenv("M2CPP_BF16_GEMM", "off", 1);
+    Bench off;
+    bench_lm_head_gemm(off, " [BF16 GEMM off]", {64, 256}, c.copy_bytes_per_s, c.bf16_flops);
+    b.append(off.rows());
+    unsetenv("M2CPP_BF16_GEMM");
   }
   bench_sample(b, {1, 256});
 

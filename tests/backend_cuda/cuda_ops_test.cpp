@@ -7,9 +7,11 @@
 //     and round (x * inv) * w identically, so ~1 ulp (1e-6 relative);
 //   - matmul, attention, router, MoE: fp32 accumulation in another order;
 //     the error of a K-term fp32 dot product is ~sqrt(K) * 2^-24 relative
-//     (~5e-6 at K = 6144), bound 2e-5; except attention steps with a
-//     sequence on the tensor-core prefill kernel (bf16 Q and P, bound
-//     4 * 2^-9; see cuda_attention_test.cpp, which tests it per vector).
+//     (~5e-6 at K = 6144), bound 2e-5 (BF16 matmuls of 17+ tokens add the
+//     bf16 hi + lo split of x, <= 2^-17 relative: cuda_bf16_gemm_test.cpp);
+//     except attention steps with a sequence on the tensor-core prefill
+//     kernel (bf16 Q and P, bound 4 * 2^-9; see cuda_attention_test.cpp,
+//     which tests it per vector).
 #include <algorithm>
 #include <cstring>
 #include <numeric>

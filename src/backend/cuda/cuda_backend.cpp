@@ -177,6 +177,16 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
     });
     return;
   }
+  if (bf16_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
+    // cudaErrorNotSupported: cuBLASLt has no algorithm for the shape (logged), the SIMT kernel runs it.
+    const cudaError_t e = bf16_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_);
+    if (e != cudaErrorNotSupported) {
+      check(e, "matmul", [&] {
+        return fmt::format("{} (BF16 tensor cores, x as bf16 hi + lo; M2CPP_BF16_GEMM=off avoids them)", context());
+      });
+      return;
+    }
+  }
   check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cuda/bf16_matmul.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
@@ -143,6 +144,7 @@ class CudaBackend final : public Backend {
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;
   std::vector<SampleRowResult> sample_results_host_;
+  Bf16Matmul bf16_matmul_{bf16_gemm_enabled_from_env()};  // BF16 weights x many tokens (bf16_matmul.h)
 };
 
 }  // namespace m2::cuda

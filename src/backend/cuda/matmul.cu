@@ -3,10 +3,13 @@
 //
 // - Up to kGemvMaxTokens tokens (decode): the GEMV core (gemv.cuh) streams W
 //   once at memory speed; 4 tokens share each pass over W.
-// - More tokens (prefill): a 64 x 64 tiled SIMT kernel, W decoded into shared
-//   memory. Correct for any shape; the tensor-core path is still to come.
+// - More tokens: a 64 x 64 tiled SIMT kernel, W decoded into shared memory.
+//   Correct for any shape; BF16 weights go to tensor cores instead where
+//   bf16_matmul.h applies (their activation split is here:
+//   launch_split_bf16), FP8 weights where fp8_gemm.h does.
 #include <algorithm>
 
+#include "backend/cuda/bf16_matmul.h"
 #include "backend/cuda/gemv.cuh"
 
 namespace m2::cuda {
@@ -197,7 +200,43 @@ cudaError_t launch_typed(const float* x, int64_t T, int64_t ldx, const DeviceWei
   return cudaGetLastError();
 }
 
+constexpr int kSplitThreads = 256;
+
+// One thread per 4 consecutive activations of a row: hi = bf16_rn(x), lo =
+// bf16_rn(x - hi) (x - hi is exact in fp32, bf16_matmul.h); q indexes the
+// float4 of x [T, K] and the 4-value (8-byte) groups of hi and lo [T, K].
+__global__ void __launch_bounds__(kSplitThreads) split_bf16_kernel(const float* __restrict__ x, int64_t T, int64_t K,
+                                                                   int64_t ldx, uint2* __restrict__ hi,
+                                                                   uint2* __restrict__ lo) {
+  const int64_t q = static_cast<int64_t>(blockIdx.x) * kSplitThreads + threadIdx.x, per_row = K / 4;
+  if (q >= T * per_row) return;
+  const float4 v = *reinterpret_cast<const float4*>(x + (q / per_row) * ldx + 4 * (q % per_row));
+  const float f[4] = {v.x, v.y, v.z, v.w};
+  uint32_t h[4], l[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __nv_bfloat16 b = __float2bfloat16_rn(f[j]);
+    const float hf = __bfloat162float(b);
+    h[j] = __bfloat16_as_ushort(b);
+    l[j] = isfinite(hf) ? __bfloat16_as_ushort(__float2bfloat16_rn(f[j] - hf)) : 0u;  // inf - inf would be NaN
+  }
+  hi[q] = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+  lo[q] = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
+}
+
 }  // namespace
+
+cudaError_t launch_split_bf16(const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* hi, uint16_t* lo,
+                              cudaStream_t stream) {
+  if (K % 4 != 0 || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(hi) % 8 != 0 || reinterpret_cast<uintptr_t>(lo) % 8 != 0)
+    return cudaErrorInvalidValue;
+  const int64_t groups = T * (K / 4);
+  if (groups == 0) return cudaSuccess;
+  split_bf16_kernel<<<static_cast<unsigned>(ceil_div(groups, kSplitThreads)), kSplitThreads, 0, stream>>>(
+      x, T, K, ldx, reinterpret_cast<uint2*>(hi), reinterpret_cast<uint2*>(lo));
+  return cudaGetLastError();
+}
 
 cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
                                 int num_sms, cudaStream_t stream) {
