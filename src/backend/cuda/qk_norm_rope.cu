@@ -46,6 +46,34 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
     const int c = threadIdx.x + i * kThreads;
     v[i] = c < n4 ? *src(c) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
+  // Everything else the token needs is requested now too, so that it arrives
+  // while the sums are reduced: the norm weights, v (for the cache), and
+  // the rotary angles θ_i = pos · inv_freq_i.
+  float4 nw[kLoads];
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const bool is_q = c < nq4;
+    const void* norm = is_q ? a.q_norm : a.k_norm;
+    nw[i] = make_float4(1.f, 1.f, 1.f, 1.f);
+    if (c < n4 && norm) {
+      const DType nd = is_q ? a.q_norm_dtype : a.k_norm_dtype;
+      const int64_t j = 4ll * (is_q ? c : c - nq4);
+      nw[i] = make_float4(load_any(norm, nd, j), load_any(norm, nd, j + 1), load_any(norm, nd, j + 2),
+                          load_any(norm, nd, j + 3));
+    }
+  }
+  const bool store_v = KT != DType::kF8E4M3 && a.slots && threadIdx.x < a.kv_dim / 4;
+  const float4 vv = store_v ? reinterpret_cast<const float4*>(a.v + t * a.kv_dim)[threadIdx.x] : make_float4(0.f, 0.f, 0.f, 0.f);
+  const int64_t slot_base = a.slots ? a.slots[t] * a.kv_dim : -1;
+  const int half = a.rotary_dim / 2;
+  if (threadIdx.x < half) {
+    const int i = threadIdx.x;
+    const double angle = a.positions[t] * a.inv_freq[i];
+    cs[i] = static_cast<float>(cos(angle));
+    cs[kQkMaxHalfRotary + i] = static_cast<float>(sin(angle));
+  }
+
   double sq = 0, sk = 0;
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
@@ -66,31 +94,17 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
     const int c = threadIdx.x + i * kThreads;
     if (c >= n4) continue;
     const bool is_q = c < nq4;
-    const void* norm = is_q ? a.q_norm : a.k_norm;
-    if (norm) {
-      const DType nd = is_q ? a.q_norm_dtype : a.k_norm_dtype;
+    if (is_q ? a.q_norm : a.k_norm) {
       const float inv = is_q ? inv_q : inv_k;
-      const int64_t j = 4ll * (is_q ? c : c - nq4);
-      v[i] = make_float4(__fmul_rn(__fmul_rn(v[i].x, inv), load_any(norm, nd, j)),
-                         __fmul_rn(__fmul_rn(v[i].y, inv), load_any(norm, nd, j + 1)),
-                         __fmul_rn(__fmul_rn(v[i].z, inv), load_any(norm, nd, j + 2)),
-                         __fmul_rn(__fmul_rn(v[i].w, inv), load_any(norm, nd, j + 3)));
+      v[i] = make_float4(__fmul_rn(__fmul_rn(v[i].x, inv), nw[i].x), __fmul_rn(__fmul_rn(v[i].y, inv), nw[i].y),
+                         __fmul_rn(__fmul_rn(v[i].z, inv), nw[i].z), __fmul_rn(__fmul_rn(v[i].w, inv), nw[i].w));
     }
     row4[c] = v[i];
-  }
-  // Rotary angles of this position: θ_i = pos · inv_freq_i.
-  const int half = a.rotary_dim / 2;
-  if (threadIdx.x < half) {
-    const int i = threadIdx.x;
-    const double angle = a.positions[t] * a.inv_freq[i];
-    cs[i] = static_cast<float>(cos(angle));
-    cs[kQkMaxHalfRotary + i] = static_cast<float>(sin(angle));
   }
   __syncthreads();
 
   // Phase 2: rotate, write back in place and, for k, into the cache slot.
   const float* row = reinterpret_cast<const float*>(row4);
-  const int64_t slot_base = a.slots ? a.slots[t] * a.kv_dim : -1;
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
     const int c = threadIdx.x + i * kThreads;
@@ -119,9 +133,10 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
     }
   }
   if constexpr (KT != DType::kF8E4M3) {
-    if (slot_base >= 0) {
-      const float* vr = a.v + t * a.kv_dim;
-      for (int64_t j = threadIdx.x; j < a.kv_dim; j += kThreads) Stored<KT>::store1(a.v_cache, slot_base + j, vr[j]);
+    if (store_v) {
+      const float ve[4] = {vv.x, vv.y, vv.z, vv.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Stored<KT>::store1(a.v_cache, slot_base + 4ll * threadIdx.x + e, ve[e]);
     }
   }
 }
@@ -131,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
 cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
   if (a.rotary_dim / 2 > kQkMaxHalfRotary || a.rotary_dim % 2 != 0 || a.rotary_dim > a.head_dim ||
       a.head_dim % 4 != 0 || a.q_dim % a.head_dim != 0 || a.kv_dim % a.head_dim != 0 ||
-      a.q_dim + a.kv_dim > 4ll * kLoads * kThreads)
+      a.q_dim + a.kv_dim > 4ll * kLoads * kThreads || a.kv_dim > 4ll * kThreads)
     return cudaErrorInvalidValue;
   const size_t smem = static_cast<size_t>(a.q_dim + a.kv_dim) * sizeof(float);
   const unsigned grid = static_cast<unsigned>(a.T);
