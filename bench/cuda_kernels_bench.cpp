@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_caps.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sampling.h"
 #include "model/backend.h"
@@ -418,7 +419,9 @@ int main(int argc, char** argv) {
     b.append(off.rows());
     unsetenv("M2CPP_BF16_GEMM");
   }
-  bench_sample(b, {1, 256});
+  // The sampling kernel needs sm_90 code; elsewhere the backend samples on the host.
+  const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(0);
+  if (arch.ok() && cuda::cuda_features(arch.value()).gpu_sampling) bench_sample(b, {1, 256});
 
   std::printf("\n%-36s %-22s %9s %9s %8s %9s %7s\n", "kernel", "shape", "us", "GB/s", "% copy", "TFLOP/s", "% fp8");
   for (const Row& r : b.rows()) {

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/cuda/device_caps.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "cuda_test_util.h"
 
@@ -61,6 +62,13 @@ std::string worst(const std::vector<float>& got, const std::vector<float>& want,
 
 class Fp8Gemm : public CudaTest {
  protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(0);
+    ASSERT_TRUE(arch.ok()) << arch.status().message();
+    features_ = cuda::cuda_features(arch.value());
+  }
   cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream(*gpu_)); }
   template <class T>
   T* scratch(size_t n) {
@@ -123,9 +131,18 @@ class Fp8Gemm : public CudaTest {
     else
       EXPECT_EQ(e, cudaSuccess) << "cuBLASLt " << what << ": " << cudaGetErrorString(e);
   }
-  // Whether the backend ops take the FP8 paths (M2CPP_FP8_GEMM is not off).
-  static bool ops_use_fp8() { return cuda::fp8_gemm_mode_from_env() != Fp8GemmMode::kOff; }
+  // Whether the backend ops take the FP8 paths (M2CPP_FP8_GEMM is not off
+  // and the device runs the kernels).
+  bool ops_use_fp8() const {
+    return cuda::fp8_gemm_mode_for(cuda::fp8_gemm_mode_from_env(), features_) != Fp8GemmMode::kOff;
+  }
+
+  cuda::CudaFeatures features_;
 };
+
+// Below sm_89 code or without their shared memory the kernels trap, and the
+// backend never launches them (device_caps.h).
+constexpr const char* kNoFp8Kernels = "this device cannot run the FP8 tensor-core kernels (device_caps.h)";
 
 TEST_F(Fp8Gemm, QuantizationMatchesCpuRule) {
   HostTensors h(21);
@@ -175,6 +192,7 @@ std::vector<float> exact_activations(HostTensors& h, int64_t T, int64_t K) {
 }
 
 TEST_F(Fp8Gemm, ExactlyRepresentableInputsGiveExactResults) {
+  if (!features_.fp8_gemm_own) GTEST_SKIP() << kNoFp8Kernels;
   HostTensors h(22);
   Fp8Matmul lt(Fp8GemmMode::kCublasLt);
   for (auto [N, K] : {std::pair<int64_t, int64_t>{1024, 3072}, {3072, 1536}}) {
@@ -213,6 +231,7 @@ TEST_F(Fp8Gemm, ExactlyRepresentableInputsGiveExactResults) {
 }
 
 TEST_F(Fp8Gemm, DenseMatchesCpuOnQuantizedAndFp32Activations) {
+  if (!features_.fp8_gemm_own) GTEST_SKIP() << kNoFp8Kernels;
   HostTensors h(23);
   Fp8Matmul lt(Fp8GemmMode::kCublasLt);
   struct Case {
@@ -273,6 +292,7 @@ TEST_F(Fp8Gemm, DenseMatchesCpuOnQuantizedAndFp32Activations) {
 // token (the most pairs, several tiles), experts 5 and 9 in none, the rest
 // skewed toward low ids.
 TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
+  if (!features_.fp8_moe) GTEST_SKIP() << kNoFp8Kernels;
   HostTensors h(24);
   const int64_t H = 3072, I = 1536;
   const int E = 16, k = 8;

@@ -150,6 +150,7 @@ cudaError_t allow_dynamic_smem(Kernel* kernel, size_t bytes) {
   if (slot < 32 && granted[slot].kernel == key && granted[slot].bytes >= bytes) return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e == cudaSuccess && slot < 32) granted[slot] = {key, bytes};
+  if (e != cudaSuccess) log_smem_refused(bytes);
   return e;
 }
 
@@ -178,13 +179,14 @@ __device__ inline void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
-// M2CPP_CUDA_PDL=0 turns early starts off (every kernel waits for the previous one).
+// M2CPP_CUDA_PDL=0 turns early starts off (every kernel waits for the
+// previous one); so does a device without sm_90 code (device_caps.h).
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("M2CPP_CUDA_PDL");
     return !(v && std::strcmp(v, "0") == 0);
   }();
-  return on;
+  return on && current_device_has_pdl();
 }
 
 // M2CPP_CUDA_PREFETCH=0 turns the L2 prefetch of weights before the wait off.

@@ -30,17 +30,12 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     log_error("CUDA device {} is not available ({} device(s) visible)", device, n);
     return nullptr;
   }
-  cudaDeviceProp p{};
-  cudaSetDevice(device);
-  cudaGetDeviceProperties(&p, device);
-  if (cuda::kernels_loadable() != cudaSuccess) {
-    cudaGetLastError();
-    log_error("CUDA device {} ({}, sm_{}{}) cannot run this build's kernels: rebuild with "
-              "-DCMAKE_CUDA_ARCHITECTURES={}{}",
-              device, p.name, p.major, p.minor, p.major, p.minor);
+  const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(device);
+  if (!arch.ok()) {
+    log_error("{}", arch.status().message());
     return nullptr;
   }
-  return std::make_unique<cuda::CudaBackend>(device);
+  return std::make_unique<cuda::CudaBackend>(device, arch.value());
 }
 
 CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
@@ -70,8 +65,11 @@ size_t pack(std::vector<uint8_t>& bytes, const std::vector<T>& v) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), features_(cuda_features(arch)) {
   M2_CUDA_CHECK(cudaSetDevice(device), "selecting CUDA device {}", device);
+  if (const std::string off = describe_fallbacks(arch, features_); !off.empty())
+    log_warn("CUDA device {}: {}", device, off);
+  current_device_has_pdl();  // probed now, not first inside a graph capture
   M2_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device), "device {}", device);
   // A blocking stream: work on the legacy default stream (benchmarks' events)
   // is ordered with it.
@@ -348,7 +346,7 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.experts = device_experts(layer);
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
-  a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff;
+  a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
   a.scratch = moe_scratch_.reserve(
       moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate, a.experts.num_experts), stream_);
   auto context = [&] {

@@ -13,6 +13,7 @@
 #include "backend/cuda/bf16_matmul.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_caps.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
@@ -23,7 +24,8 @@ namespace m2::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  // `arch`: probe_cuda_arch(device), which decides the kernels it may launch.
+  CudaBackend(int device, const CudaArch& arch);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -60,6 +62,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // sample() without sm_90 code: the logits to the host, model/sampling.h's reference there.
+  Status sample_on_host(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
+
   // Weight uploads (cuda_weights.cpp).
   Status upload_view(const TensorView& t, const char* what);
   Status upload_linear(Linear& l, const char* what);
@@ -109,6 +114,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_ = 0;
+  CudaFeatures features_;  // what this device may run (declared before fp8_matmul_, which reads it)
   int num_sms_ = 0;
   bool sync_each_op_ = false;
   cudaStream_t stream_ = nullptr;
@@ -137,7 +143,7 @@ class CudaBackend final : public Backend {
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
 
-  Fp8Matmul fp8_matmul_{fp8_gemm_mode_from_env()};  // FP8 weights x many tokens
+  Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(fp8_gemm_mode_from_env(), features_)};  // FP8 weights x many tokens
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_, attn_decode_partials_, attn_counters_;
   std::vector<uint8_t> attn_meta_host_;
@@ -145,6 +151,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer sample_results_;
   std::vector<SampleRowResult> sample_results_host_;
   Bf16Matmul bf16_matmul_{bf16_gemm_enabled_from_env()};  // BF16 weights x many tokens (bf16_matmul.h)
+  std::vector<float> sample_logits_host_;  // sample_on_host
 };
 
 }  // namespace m2::cuda

@@ -1,16 +1,20 @@
 // The CUDA backend's sampling op (kernel: sampling.cu) and memory figures.
 // Per step it uploads the rows' parameters and edits (a few KB), launches one
 // cluster per row and copies back only the results (id, logprob, top n).
+// Without sm_90 code (no clusters) the logits come to the host instead and
+// model/sampling.h's reference samples them: the same tokens, slower.
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/sampling.h"
+#include "util/thread_pool.h"
 
 namespace m2::cuda {
 
 Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) {
   M2_RETURN_IF_ERROR(check_sample_args(logits, rows, out));
   if (rows.empty()) return Status();
+  if (!features_.gpu_sampling) return sample_on_host(logits, rows, out);
   if (logits.cols > sample_max_vocab())
     return errorf("sample: vocabulary {} above the CUDA sampler's {}", logits.cols, sample_max_vocab());
   bind();
@@ -45,6 +49,17 @@ Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::spa
     t.top.clear();
     for (int j = 0; j < res.num_top; ++j) t.top.push_back({res.top_ids[j], res.top_logprobs[j]});
   }
+  return Status();
+}
+
+Status CudaBackend::sample_on_host(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) {
+  const int64_t V = logits.cols;
+  sample_logits_host_.resize(rows.size() * static_cast<size_t>(V));
+  copy_to_host(logits.data, sample_logits_host_.data(), sample_logits_host_.size() * sizeof(float));
+  // Each row's result depends on its own inputs only: any thread count gives the same tokens.
+  ThreadPool::global().parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t r, int) {
+    out[r] = sample_row(std::span<float>(sample_logits_host_.data() + r * V, static_cast<size_t>(V)), rows[r]);
+  });
   return Status();
 }
 

@@ -159,9 +159,11 @@ __global__ void kv_store_fp8_kernel(const float* __restrict__ k, const float* __
 
 }  // namespace
 
-cudaError_t kernels_loadable() {
+cudaError_t kernels_loadable(int* arch) {
   cudaFuncAttributes attr;
-  return cudaFuncGetAttributes(&attr, add_kernel);
+  const cudaError_t e = cudaFuncGetAttributes(&attr, add_kernel);
+  *arch = e == cudaSuccess ? attr.ptxVersion : 0;  // the virtual architecture the code was built from
+  return e;
 }
 
 cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,

@@ -75,6 +75,8 @@ bool fp8_gemm_supported(const DeviceWeight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
 }
 
+size_t fp8_gemm_smem_bytes() { return DenseTile::kSmemBytes; }
+
 cudaError_t launch_quantize_fp8(const float* x, int64_t T, int64_t K, int64_t ldx, uint8_t* q, float* s,
                                 cudaStream_t stream) {
   if (K % kKBlock != 0 || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||

@@ -51,6 +51,9 @@ bool fp8_gemm_supported(const DeviceWeight& w);
 // aligned, ldy even).
 cudaError_t launch_fp8_gemm(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
                             int64_t ldy, cudaStream_t stream);
+// Dynamic shared memory a block of launch_fp8_gemm takes (a device that
+// grants less cannot run it: device_caps.h).
+size_t fp8_gemm_smem_bytes();
 
 // The dense FP8 path of one backend: quantisation scratch, the cuBLASLt
 // handle, workspace and plans (one per shape).
@@ -86,6 +89,8 @@ class Fp8Matmul {
 // Whether the experts take the FP8 tensor-core path (FP8, hidden and
 // intermediate multiples of 128).
 bool moe_fp8_supported(const DeviceExperts& x);
+// Dynamic shared memory a block of launch_moe_fp8_experts takes (its larger kernel).
+size_t moe_fp8_smem_bytes();
 size_t moe_fp8_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate);
 // The pairs grouped by expert (moe.cu's grouping: sorted[] pair indices,
 // tiles {expert, first, count} of at most kFp8MoeTilePairs pairs, *num_tiles

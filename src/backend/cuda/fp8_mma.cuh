@@ -67,13 +67,19 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
                : "r"(smem_addr(smem)));
 }
 
-// d += A (16 x 32 e4m3) · B (32 x 8 e4m3), fp32.
+// d += A (16 x 32 e4m3) · B (32 x 8 e4m3), fp32. FP8 mma.sync exists from
+// sm_89: code built for older GPUs traps instead, and the backend never
+// launches the FP8 kernels there (device_caps.h).
 __device__ inline void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  __trap();
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Byte offset of 16-byte chunk `chunk` (0..7) of smem tile row `row`.

@@ -7,6 +7,8 @@
 //      of those columns (B = 256 rows); epilogue u = silu(gate) * up,
 //      quantised per pair over its 128 columns -> u8 + su (row = pair);
 //   3. down: the same tiles x 128 columns of H against W2 -> y [P, H].
+#include <algorithm>
+
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/fp8_mma.cuh"
@@ -172,6 +174,8 @@ bool moe_fp8_supported(const DeviceExperts& x) {
          x.scale_off2 % 4 == 0 && reinterpret_cast<uintptr_t>(x.w1) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(x.w3) % 16 == 0 && reinterpret_cast<uintptr_t>(x.w2) % 16 == 0;
 }
+
+size_t moe_fp8_smem_bytes() { return std::max(UpTile::kSmemBytes, DownTile::kSmemBytes); }
 
 MoeFp8Scratch moe_fp8_carve(void* scratch, int64_t T, int top_k, int64_t hidden, int64_t intermediate) {
   return carve(scratch, T, top_k, hidden, intermediate, nullptr);

@@ -31,13 +31,19 @@ namespace cg = cooperative_groups;
 
 constexpr int kCluster = 8;    // blocks per row (the portable cluster size)
 constexpr int kThreads = 512;  // 2 blocks per SM fit in registers and shared memory
-constexpr int kWarps = kThreads / kWarp;
 constexpr int kDigitBits = 9;  // one bucket per thread
 constexpr int kBuckets = 1 << kDigitBits;
 static_assert(kBuckets == kThreads, "the scan gives each thread one bucket");
-constexpr int kKeyBits = 32 + kSampleIdBits;
 constexpr size_t kHistBytes = kBuckets * (sizeof(unsigned long long) + sizeof(uint32_t));
 constexpr int64_t kMaxChunk = static_cast<int64_t>((kMaxDynamicSmem - kHistBytes) / sizeof(float));
+
+// Clusters and distributed shared memory exist from sm_90: code built for
+// older GPUs has a sample_kernel that traps, and the backend samples on the
+// host there (CudaBackend::sample, device_caps.h).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kKeyBits = 32 + kSampleIdBits;
 // Keys of drawable logits (not -inf, not NaN) are at least this.
 constexpr uint64_t kValidKeyFloor = static_cast<uint64_t>(kNegInfOrderKey + 1) << kSampleIdBits;
 
@@ -348,6 +354,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 2)
   }
   cluster.sync();  // no block exits while another may still read its shared memory
 }
+
+#else
+
+__global__ void __launch_bounds__(kThreads, 2)
+    sample_kernel(const float* __restrict__ logits, int64_t V, int chunk, const SampleRowArgs* __restrict__ args,
+                  const LogitEdit* __restrict__ edits, SampleRowResult* __restrict__ results) {
+  __trap();
+}
+
+#endif
 
 }  // namespace
 
