@@ -15,9 +15,10 @@
 // scores by the key's K scale and its p by the V scale (p · scale goes to
 // p · V, the unscaled p to the softmax sum).
 //
-// SIMT fp32 throughout: decode is bound by reading the cache. Prefill chunks
-// of head_dim 128 over BF16/FP8 caches run on tensor cores instead
-// (attention_prefill.cu); this kernel is the general fallback.
+// SIMT fp32 throughout. Over BF16/FP8 caches of head_dim 128, prefill chunks
+// run on tensor cores (attention_prefill.cu) and one-row decode sequences in
+// attention_decode.cu; this kernel is the general fallback (short chunks,
+// F32 caches, other head dims and groups).
 #include <cfloat>
 
 #include "backend/cuda/common.cuh"
