@@ -119,7 +119,8 @@ fi
 
 # 3c. Every kernel of decode steps under Nsight Compute (NCU=1, when the
 # image has ncu): GPU time, DRAM bytes and occupancy per launch, for batch 1
-# and 64 on 2 layers, without graphs. ncu_summary.txt: one line per kernel.
+# and 64 on 2 layers, without graphs. ncu_summary.txt: one line per kernel;
+# with NCU_DETAIL=REGEX also ncu_detail.txt (stall reasons of those kernels).
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 if [[ -n "${NCU:-}" && -n "$NCU_BIN" ]]; then
   for batch in 1 64; do
@@ -131,6 +132,16 @@ if [[ -n "${NCU:-}" && -n "$NCU_BIN" ]]; then
       note "ncu at batch $batch failed (rc $?)"
     python3 "$ROOT/scripts/ncu_summary.py" "$OUT/ncu_b$batch.csv" >> "$OUT/ncu_summary.txt" 2>&1
   done
+  # Why the latency-bound kernels take as long as they do (NCU_DETAIL: a
+  # kernel-name regex, e.g. "route_kernel|attention_decode"): warp stall
+  # reasons, issue and occupancy of one batch-1 decode step's launches.
+  if [[ -n "${NCU_DETAIL:-}" ]]; then
+    M2CPP_CUDA_GRAPHS=0 run 200 "$NCU_BIN" --cache-control none --clock-control none --section SpeedOfLight \
+      --section WarpStateStats --section SchedulerStats --section Occupancy -k "regex:$NCU_DETAIL" --launch-skip 10 \
+      -c "${NCU_DETAIL_KERNELS:-8}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
+      --num-layers 1 --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
+      > "$OUT/ncu_detail.txt" 2>&1 || note "ncu details failed (rc $?)"
+  fi
 fi
 
 # 4. Decode on dummy weights of the real shape: batch 1 at 1K context (the
