@@ -7,6 +7,9 @@
 #      (BENCH_ARGS=--quick: the decode-size rows only)
 #   4. `m2cpp bench decode --device cuda` on dummy weights at the real M2.7
 #      shape with as many layers as fit (LAYERS, default 30; 8 if that fails).
+#   (CUTLASS_BENCH=1: also bench/cutlass_moe_bench.cu, CUTLASS's grouped FP8
+#    GEMM against our MoE kernel; --prepare then builds it too, which needs
+#    the nvidia-cutlass headers: M2CPP_CUTLASS=1 scripts/setup.sh)
 # Full logs go to $OUT (the device tool's output folder; /tmp/gpu_check_out otherwise).
 #
 #   scripts/gpu_check.sh --prepare   on a build machine (no GPU needed): configure
@@ -23,15 +26,17 @@ BUDGET=${BUDGET:-570}  # seconds for the whole run (the device tool allows 600)
 
 if [[ "${1:-}" == "--prepare" ]]; then
   set -e
+  TARGETS=(m2cpp test_backend_cuda cuda_kernels_bench)
+  [[ "${CUTLASS_BENCH:-}" == 1 ]] && TARGETS+=(cutlass_moe_bench)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM2CPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
-    -DCMAKE_BUILD_RPATH='$ORIGIN/lib' > /dev/null
-  cmake --build "$BUILD" -j "${JOBS:-2}" --target m2cpp test_backend_cuda cuda_kernels_bench
+    -DCMAKE_BUILD_RPATH='$ORIGIN/lib' -DM2CPP_CUTLASS_BENCH=$([[ "${CUTLASS_BENCH:-}" == 1 ]] && echo ON || echo OFF) > /dev/null
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TARGETS[@]}"
   # Everything the binaries load that a CUDA image lacks: not glibc, not the
   # C++ runtime (the GPU machine's is as new; ours needs a newer glibc), not
   # CUDA's own (cuBLASLt is ~500 MB: it is found on the GPU machine, below).
   rm -rf "$BUILD/lib"
   mkdir -p "$BUILD/lib"
-  for bin in m2cpp test_backend_cuda cuda_kernels_bench; do
+  for bin in "${TARGETS[@]}"; do
     ldd "$BUILD/$bin" | awk '/=> \//{print $3}'
   done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcublas|libcudart' |
     while read -r lib; do cp -L "$lib" "$BUILD/lib/"; done
@@ -104,6 +109,18 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   run $(( $(left) > 330 ? ${BENCH_SECONDS:-130} : 60 )) "$BUILD/cuda_kernels_bench" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   rc=$?
   (( rc == 0 )) || note "microbenchmarks stopped early (rc $rc)"
+fi
+
+# 3a. CUTLASS's grouped FP8 GEMM (blockwise scales) against our MoE kernel at
+# the M2 MoE shapes (CUTLASS_BENCH=1; built by --prepare with CUTLASS_BENCH=1).
+if [[ "${CUTLASS_BENCH:-}" == 1 ]]; then
+  if [[ -x "$BUILD/cutlass_moe_bench" ]]; then
+    run 240 "$BUILD/cutlass_moe_bench" ${CUTLASS_BENCH_ARGS:-} > "$OUT/cutlass_moe.log" 2>&1 ||
+      note "cutlass_moe_bench failed (rc $?)"
+    grep -E 'FAIL|error' "$OUT/cutlass_moe.log" | head -5 | tee -a "$SUMMARY"
+  else
+    note "CUTLASS_BENCH=1 but no $BUILD/cutlass_moe_bench (prepare with CUTLASS_BENCH=1)"
+  fi
 fi
 
 # 3b. Where a decode step's GPU time goes (PROFILE=1): the per-op table of
@@ -197,6 +214,7 @@ fi
     echo "== the same with one launch feature off"
     grep -E '^(==|decode|bandwidth)' "$OUT/decode_variants.log" | sed 's/^/   /'
   fi
+  [[ -s "$OUT/cutlass_moe.log" ]] && { echo "== grouped FP8 MoE GEMM: CUTLASS vs ours (cutlass_moe_bench)"; sed 's/^/   /' "$OUT/cutlass_moe.log" | head -60; }
   [[ -s "$OUT/profile.log" ]] && { echo "== per-op profile (M2CPP_CUDA_PROFILE=1)"; sed 's/^/   /' "$OUT/profile.log" | grep -vE 'loading|progress' | head -120; }
   [[ -s "$OUT/ncu_summary.txt" ]] && { echo "== kernels under ncu (decode steps, 2 layers)"; sed 's/^/   /' "$OUT/ncu_summary.txt"; }
   echo "== batch 64 and 256, 1K context"

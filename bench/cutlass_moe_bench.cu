@@ -1,0 +1,594 @@
+// CUTLASS 3 (Hopper, sm_90a) grouped FP8 GEMM with blockwise scaling against
+// our own grouped MoE kernel (moe_fp8.cu), at the MoE shapes of MiniMax-M2:
+// 256 experts, hidden H = 3072, intermediate I = 1536, top-8 of uniformly
+// random routing, T in {256, 2048, 8192} tokens (docs/design.md, "FP8 GEMM";
+// the open point "MoE: write our own or build on CUTLASS, decide by measurement").
+//
+// Built only with -DM2CPP_CUTLASS_BENCH=ON (CUTLASS headers from the PyPI
+// package nvidia-cutlass, scripts/setup.sh). Run: build-gpu/cutlass_moe_bench
+// [--iters N] [--tokens 256,2048,8192] [--no-own].
+//
+// CUTLASS kernels (one grouped GEMM per projection, one group per expert that
+// has pairs): D_e[M_e, N] = A_e[M_e, K] · B_e[N, K]ᵀ with
+//   A  e4m3 rows of the expert's pairs, contiguous (pair-sorted activations),
+//   SFA fp32 one per row per 128 k, "MN-major": sfa[kb * ld + row] — our
+//       quantize layout (fp8_gemm.h: s[kb * T + t]) unchanged; ld is the
+//       number of sorted rows P, each group's pointer starts at its first row
+//       (the layout's k-block stride is set to P, not to M_e);
+//   B  e4m3 weights [N, K] row-major (CUTLASS "column-major B");
+//   SFB fp32 one per 128 x 128 block, "K-major": sfb[nb * (K / 128) + kb] —
+//       our DeviceWeight scale layout unchanged (W1|W3 stacked: W1's 12 scale
+//       rows then W3's);
+//   D  fp32 row-major [M_e, N] (no C operand).
+// The one conversion: the up projection's activations must be contiguous per
+// expert, so x8 [T, H] and its scales [H / 128, T] are gathered into pair
+// order (A [P, H], SFA [H / 128, P]); in the model that gather would be
+// fused into the quantisation. The down projection's input (the SwiGLU
+// output) is per pair already, in pair-sorted order when the up GEMM's
+// output is.
+//
+// Ours (launch_moe_fp8_experts) does more per call than the two CUTLASS
+// GEMMs: the quantisation of x, the gather of token rows, the SwiGLU and its
+// re-quantisation in the up kernel's epilogue. Both are timed for the same
+// FLOPs: 2 · P · (2I · H + H · I).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+#include "cutlass/version.h"
+
+#include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/kernels.h"
+
+#if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED) || !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+#error "cutlass_moe_bench needs sm_90a (CMAKE_CUDA_ARCHITECTURES=90a-real) and CUDA >= 12.3"
+#endif
+
+using namespace cute;
+
+// A named namespace: nvcc's host stubs of __global__ functions in an
+// anonymous one are ambiguous beside `using namespace cute`.
+namespace cutlass_moe_bench {
+
+#define CHECK_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    cudaError_t e_ = (expr);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                                \
+    }                                                                                              \
+  } while (0)
+#define CHECK_CUTLASS(expr)                                                                               \
+  do {                                                                                                    \
+    cutlass::Status s_ = (expr);                                                                          \
+    if (s_ != cutlass::Status::kSuccess) {                                                                \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cutlassGetStatusString(s_)); \
+      std::exit(2);                                                                                       \
+    }                                                                                                     \
+  } while (0)
+
+constexpr int kE = 256, kH = 3072, kI = 1536, kTopK = 8, kBlk = 128;
+
+// ---- the CUTLASS grouped GEMM ------------------------------------------------------
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (M, N, K) per group
+using ElementA = cutlass::float_e4m3_t;
+using ElementB = cutlass::float_e4m3_t;
+using ElementD = float;
+using ElementAcc = float;
+using LayoutA = cutlass::layout::RowMajor;     // activations [M, K]
+using LayoutB = cutlass::layout::ColumnMajor;  // weights [N, K] row-major = B [K, N] column-major
+using LayoutD = cutlass::layout::RowMajor;     // out [M, N]
+constexpr int kAlignAB = 16, kAlignD = 4;      // elements of 16 bytes
+// One scale per row (M) per 128 k; one per 128 x 128 block of B. SFA
+// MN-major (k-block-major, rows contiguous), SFB K-major (k contiguous).
+using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlk, kBlk, cute::GMMA::Major::MN, cute::GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule>
+struct GroupedFp8 {
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD*, kAlignD, ElementD,
+      LayoutD*, kAlignD, EpilogueSchedule,
+      cutlass::epilogue::fusion::LinearCombination<ElementD, ElementAcc, void, ElementAcc>>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
+      ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+// Cooperative: 2 consumer warpgroups on one 128 x 128 tile (example 68's
+// configuration); Pingpong: 2 consumer warpgroups alternating on 64 x 128
+// tiles (less padding for the few rows per expert of small T).
+using Coop128 = GroupedFp8<Shape<_128, _128, _128>, Shape<_1, _2, _1>,
+                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+                           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+#ifndef M2CPP_CUTLASS_ONE_CONFIG
+using Pingpong64 = GroupedFp8<Shape<_64, _128, _128>, Shape<_1, _1, _1>,
+                              cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                              cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+#endif
+
+// ---- inputs ----------------------------------------------------------------------------
+
+__device__ inline uint32_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+__device__ inline float uniform(uint64_t seed, uint64_t i) {  // [-1, 1)
+  return static_cast<float>(mix(seed * 0x9e3779b97f4a7c15ull + i) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+// e4m3 codes of uniform values in [-448, 448) (every code finite).
+__global__ void fill_e4m3(uint8_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    p[i] = __nv_cvt_float_to_fp8(448.0f * uniform(seed, i), __NV_SATFINITE, __NV_E4M3);
+}
+// Scales in [lo, 2 lo).
+__global__ void fill_scale(float* p, size_t n, uint64_t seed, float lo) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    p[i] = lo * (1.5f + 0.5f * uniform(seed, i));
+}
+__global__ void fill_f32(float* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    p[i] = uniform(seed, i);
+}
+
+// ---- reference -------------------------------------------------------------------------
+
+// out[m, n] = Σ_kb sa[kb * lda_s + m] · sb[(n / 128) * (K / 128) + kb] · Σ_{k in kb} a[m, k] b[n, k]
+// for one group (a: M rows of K; b: N rows of K); one thread per output.
+__global__ void reference_gemm(const uint8_t* a, const float* sa, int64_t lda_s, const uint8_t* b, const float* sb,
+                               int M, int N, int K, float* out) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+  if (n >= N || m >= M) return;
+  const int kbs = K / kBlk;
+  double sum = 0;
+  for (int kb = 0; kb < kbs; ++kb) {
+    float block = 0;  // products of e4m3 are exact in fp32; 128 of them sum to well within fp32
+    for (int k = kb * kBlk; k < (kb + 1) * kBlk; ++k) {
+      const float x = __half2float(__nv_cvt_fp8_to_halfraw(a[int64_t{m} * K + k], __NV_E4M3));
+      const float w = __half2float(__nv_cvt_fp8_to_halfraw(b[int64_t{n} * K + k], __NV_E4M3));
+      block = fmaf(x, w, block);
+    }
+    sum += static_cast<double>(block) * sa[kb * lda_s + m] * sb[(n / kBlk) * kbs + kb];
+  }
+  out[int64_t{m} * N + n] = static_cast<float>(sum);
+}
+
+// ---- helpers ---------------------------------------------------------------------------
+
+template <class T>
+T* dev_alloc(size_t count) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)));
+  return static_cast<T*>(p);
+}
+template <class T>
+T* dev_copy(const std::vector<T>& v) {
+  T* p = dev_alloc<T>(v.size());
+  CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+void launch_fill_e4m3(uint8_t* p, size_t n, uint64_t seed) { fill_e4m3<<<2048, 256>>>(p, n, seed); }
+
+// Times `fn` (one call = one measured unit) with CUDA events: warm-up, then
+// the mean over `iters` calls queued back to back.
+template <class Fn>
+double time_us(int iters, Fn fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  // Queue the launches behind a busy kernel so that host launch overhead
+  // stays out of the measured GPU time.
+  CHECK_CUDA(m2::cuda::launch_gpu_delay(nullptr, 2e-3));
+  CHECK_CUDA(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) fn();
+  CHECK_CUDA(cudaEventRecord(stop));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  CHECK_CUDA(cudaGetLastError());
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return 1e3 * ms / iters;
+}
+
+// The weights of one layer's experts, once in CUTLASS's layout (W1|W3
+// stacked per expert, scales apart) and once in ours (DeviceExperts: w1, w3,
+// w2 in separate allocations, each expert's scales after its codes). The
+// same bytes in both.
+struct Weights {
+  uint8_t* w13 = nullptr;  // [E][2I][H]
+  float* s13 = nullptr;    // [E][2I / 128][H / 128]
+  uint8_t* w2 = nullptr;   // [E][H][I]
+  float* s2 = nullptr;     // [E][H / 128][I / 128]
+  m2::cuda::DeviceExperts ours;
+};
+
+Weights make_weights(bool with_ours) {
+  Weights w;
+  const size_t n13 = size_t{2} * kI * kH, n2 = size_t{kH} * kI;
+  const size_t sc13 = size_t{2} * (kI / kBlk) * (kH / kBlk), sc2 = size_t{kH / kBlk} * (kI / kBlk);
+  w.w13 = dev_alloc<uint8_t>(kE * n13);
+  w.w2 = dev_alloc<uint8_t>(kE * n2);
+  w.s13 = dev_alloc<float>(kE * sc13);
+  w.s2 = dev_alloc<float>(kE * sc2);
+  launch_fill_e4m3(w.w13, kE * n13, 11);
+  launch_fill_e4m3(w.w2, kE * n2, 12);
+  // Scales of a real checkpoint's size (weights ~ 1e-2 / 448 per code).
+  fill_scale<<<256, 256>>>(w.s13, kE * sc13, 13, 2e-5f);
+  fill_scale<<<256, 256>>>(w.s2, kE * sc2, 14, 2e-5f);
+  CHECK_CUDA(cudaGetLastError());
+  if (!with_ours) return w;
+
+  auto align256 = [](int64_t v) { return (v + 255) / 256 * 256; };
+  m2::cuda::DeviceExperts& d = w.ours;
+  d.dtype = m2::DType::kF8E4M3;
+  d.num_experts = kE;
+  d.hidden = kH;
+  d.intermediate = kI;
+  const int64_t half = int64_t{kI} * kH, scales13 = int64_t{kI / kBlk} * (kH / kBlk) * 4;
+  d.scale_off13 = align256(half);
+  d.stride13 = align256(d.scale_off13 + scales13);
+  d.scale_off2 = align256(int64_t{kH} * kI);
+  d.stride2 = align256(d.scale_off2 + int64_t{sc2} * 4);
+  uint8_t* w1 = dev_alloc<uint8_t>(kE * d.stride13);
+  uint8_t* w3 = dev_alloc<uint8_t>(kE * d.stride13);
+  uint8_t* w2 = dev_alloc<uint8_t>(kE * d.stride2);
+  // Codes: one row of the copy = one expert's matrix.
+  CHECK_CUDA(cudaMemcpy2D(w1, d.stride13, w.w13, n13, half, kE, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2D(w3, d.stride13, w.w13 + half, n13, half, kE, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2D(w2, d.stride2, w.w2, n2, n2, kE, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2D(w1 + d.scale_off13, d.stride13, w.s13, sc13 * 4, scales13, kE, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2D(w3 + d.scale_off13, d.stride13, reinterpret_cast<uint8_t*>(w.s13) + scales13, sc13 * 4,
+                          scales13, kE, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2D(w2 + d.scale_off2, d.stride2, w.s2, sc2 * 4, sc2 * 4, kE, cudaMemcpyDeviceToDevice));
+  d.w1 = w1;
+  d.w3 = w3;
+  d.w2 = w2;
+  if (!m2::cuda::moe_fp8_supported(d)) {
+    std::fprintf(stderr, "FAIL: our experts' layout is not one moe_fp8 takes\n");
+    std::exit(1);
+  }
+  return w;
+}
+
+// One token count's routing: top-8 distinct experts per token, uniformly
+// random; pairs p = t * 8 + j grouped by expert in token order.
+struct Routing {
+  int64_t T = 0, P = 0;
+  std::vector<int32_t> ids;     // [T * 8]
+  std::vector<int32_t> sorted;  // pair indices grouped by expert
+  std::vector<int> count, first;  // per expert
+};
+
+Routing make_routing(int64_t T, std::mt19937& rng) {
+  Routing r;
+  r.T = T;
+  r.P = T * kTopK;
+  r.ids.resize(r.P);
+  std::vector<int32_t> perm(kE);
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int j = 0; j < kTopK; ++j) std::swap(perm[j], perm[j + rng() % (kE - j)]);  // partial Fisher-Yates
+    for (int j = 0; j < kTopK; ++j) r.ids[t * kTopK + j] = perm[j];
+  }
+  r.count.assign(kE, 0);
+  for (int32_t e : r.ids) ++r.count[e];
+  r.first.assign(kE, 0);
+  for (int e = 1; e < kE; ++e) r.first[e] = r.first[e - 1] + r.count[e - 1];
+  r.sorted.resize(r.P);
+  std::vector<int> fill = r.first;
+  for (int64_t p = 0; p < r.P; ++p) r.sorted[fill[r.ids[p]]++] = static_cast<int32_t>(p);
+  return r;
+}
+
+// One grouped GEMM's arguments on the device: the groups are the experts
+// with pairs; A rows of group e start at row first[e] of a [P, K] matrix,
+// its scales at column first[e] of [K / 128, P].
+struct GroupArgs {
+  int groups = 0;
+  std::vector<int> experts;  // expert of each group
+  std::vector<ProblemShape::UnderlyingProblemShape> shapes_host;
+  ProblemShape::UnderlyingProblemShape* shapes = nullptr;
+  const ElementA** ptr_a = nullptr;
+  const ElementB** ptr_b = nullptr;
+  const float** ptr_sfa = nullptr;
+  const float** ptr_sfb = nullptr;
+  ElementD** ptr_d = nullptr;
+  LayoutSFA* layout_sfa = nullptr;
+  LayoutSFB* layout_sfb = nullptr;
+};
+
+GroupArgs make_group_args(const Routing& r, int N, int K, const uint8_t* a, const float* sa, const uint8_t* w,
+                          const float* sw, float* d) {
+  GroupArgs g;
+  std::vector<const ElementA*> pa;
+  std::vector<const ElementB*> pb;
+  std::vector<const float*> psa, psb;
+  std::vector<ElementD*> pd;
+  std::vector<LayoutSFA> lsa;
+  std::vector<LayoutSFB> lsb;
+  const int kbs = K / kBlk;
+  for (int e = 0; e < kE; ++e) {
+    const int M = r.count[e];
+    if (M == 0) continue;  // an empty group: left out (the device-side grouping of the model would keep it)
+    const int64_t row0 = r.first[e];
+    g.experts.push_back(e);
+    g.shapes_host.push_back({M, N, K});
+    pa.push_back(reinterpret_cast<const ElementA*>(a + row0 * K));
+    pb.push_back(reinterpret_cast<const ElementB*>(w + static_cast<int64_t>(e) * N * K));
+    psa.push_back(sa + row0);
+    psb.push_back(sw + static_cast<int64_t>(e) * (N / kBlk) * kbs);
+    pd.push_back(d + row0 * N);
+    // SFA: (m, k) -> sa[(k / 128) * P + m]: our layout, k-block stride P (the
+    // packed layout of tile_atom_to_shape_SFA would have stride M).
+    lsa.push_back(make_layout(make_shape(make_shape(Int<1>{}, M), make_shape(Int<kBlk>{}, kbs), 1),
+                              make_stride(make_stride(_0{}, _1{}), make_stride(_0{}, static_cast<int32_t>(r.P)),
+                                          static_cast<int32_t>(r.P * kbs))));
+    lsb.push_back(ScaleConfig::tile_atom_to_shape_SFB(make_shape(M, N, K, 1)));
+  }
+  g.groups = static_cast<int>(g.experts.size());
+  g.shapes = dev_copy(g.shapes_host);
+  g.ptr_a = dev_copy(pa);
+  g.ptr_b = dev_copy(pb);
+  g.ptr_sfa = dev_copy(psa);
+  g.ptr_sfb = dev_copy(psb);
+  g.ptr_d = dev_copy(pd);
+  g.layout_sfa = dev_copy(lsa);
+  g.layout_sfb = dev_copy(lsb);
+  return g;
+}
+
+template <class Cfg>
+struct Runner {
+  using Gemm = typename Cfg::Gemm;
+  using StrideA = typename Gemm::GemmKernel::InternalStrideA;
+  using StrideB = typename Gemm::GemmKernel::InternalStrideB;
+  using StrideC = typename Gemm::GemmKernel::InternalStrideC;
+  using StrideD = typename Gemm::GemmKernel::InternalStrideD;
+  Gemm gemm;
+  void* workspace = nullptr;
+
+  void init(GroupArgs& g) {
+    std::vector<StrideA> sa;
+    std::vector<StrideB> sb;
+    std::vector<StrideD> sd;
+    for (const auto& s : g.shapes_host) {
+      const int M = get<0>(s), N = get<1>(s), K = get<2>(s);
+      sa.push_back(cutlass::make_cute_packed_stride(StrideA{}, {M, K, 1}));
+      sb.push_back(cutlass::make_cute_packed_stride(StrideB{}, {N, K, 1}));
+      sd.push_back(cutlass::make_cute_packed_stride(StrideD{}, {M, N, 1}));
+    }
+    static_assert(std::is_same_v<StrideC, StrideD>, "C and D share strides");
+    StrideA* da = dev_copy(sa);
+    StrideB* db = dev_copy(sb);
+    StrideD* dd = dev_copy(sd);
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = 0;
+    hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(0);
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                  {g.groups, g.shapes, g.shapes_host.data()},
+                                  {g.ptr_a, da, g.ptr_b, db, g.ptr_sfa, g.layout_sfa, g.ptr_sfb, g.layout_sfb},
+                                  {{}, nullptr, dd, g.ptr_d, dd},
+                                  hw};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    CHECK_CUTLASS(gemm.can_implement(args));
+    CHECK_CUDA(cudaMalloc(&workspace, std::max<size_t>(Gemm::get_workspace_size(args), 1)));
+    CHECK_CUTLASS(gemm.initialize(args, workspace));
+  }
+  void run() { CHECK_CUTLASS(gemm.run()); }
+};
+
+// Max relative error of groups (several experts, the largest and the
+// smallest among them) of d against the reference; fails loudly above 1e-3.
+double check(const char* what, const Routing& r, const GroupArgs& g, int N, int K, const uint8_t* a, const float* sa,
+             const uint8_t* w, const float* sw, const float* d) {
+  std::vector<int> picks;  // group indices
+  int big = 0, small = 0;
+  for (int i = 0; i < g.groups; ++i) {
+    if (get<0>(g.shapes_host[i]) > get<0>(g.shapes_host[big])) big = i;
+    if (get<0>(g.shapes_host[i]) < get<0>(g.shapes_host[small])) small = i;
+  }
+  picks = {0, big, small, g.groups / 2, g.groups - 1};
+  double worst = 0;
+  for (int i : picks) {
+    const int e = g.experts[i], M = get<0>(g.shapes_host[i]);
+    const int64_t row0 = r.first[e];
+    float* ref = dev_alloc<float>(int64_t{M} * N);
+    reference_gemm<<<dim3((N + 127) / 128, M), 128>>>(a + row0 * K, sa + row0, r.P, w + int64_t{e} * N * K,
+                                                     sw + int64_t{e} * (N / kBlk) * (K / kBlk), M, N, K, ref);
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<float> hr(int64_t{M} * N), hd(int64_t{M} * N);
+    CHECK_CUDA(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(hd.data(), d + row0 * N, hd.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaFree(ref));
+    // Relative to |ref|, floored at 1e-3 of the group's largest |ref| (a
+    // sum of random products can land near zero).
+    double amax = 0;
+    for (float v : hr) amax = std::max(amax, std::fabs(static_cast<double>(v)));
+    double err = 0;
+    for (size_t j = 0; j < hr.size(); ++j) {
+      const double den = std::max(std::fabs(static_cast<double>(hr[j])), 1e-3 * amax);
+      if (!(std::fabs(hd[j] - hr[j]) <= err * den)) err = std::fabs(hd[j] - hr[j]) / den;
+      if (std::isnan(hd[j])) err = INFINITY;
+    }
+    if (amax == 0) err = INFINITY;  // all-zero output: the kernel did nothing
+    worst = std::max(worst, err);
+  }
+  std::printf("  check %-28s T=%-5lld %d experts checked: max rel err %.2e %s\n", what, static_cast<long long>(r.T),
+              static_cast<int>(picks.size()), worst, worst <= 1e-3 ? "ok" : "FAIL");
+  if (!(worst <= 1e-3)) {
+    std::fprintf(stderr, "FAIL: CUTLASS %s differs from the reference by %.3e relative (limit 1e-3)\n", what, worst);
+    std::exit(1);
+  }
+  return worst;
+}
+
+struct Row {
+  std::string name;
+  int64_t T;
+  double us, flops;
+};
+
+}  // namespace cutlass_moe_bench
+
+using namespace cutlass_moe_bench;
+
+int main(int argc, char** argv) {
+  int iters = 20;
+  bool own = true;
+  std::vector<int64_t> tokens = {256, 2048, 8192};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
+      iters = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--no-own")) {
+      own = false;
+    } else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
+      tokens.clear();
+      for (char* s = std::strtok(argv[++i], ","); s; s = std::strtok(nullptr, ",")) tokens.push_back(std::atoll(s));
+    } else {
+      std::fprintf(stderr, "usage: %s [--iters N] [--tokens 256,2048,8192] [--no-own]\n", argv[0]);
+      return 2;
+    }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: nothing to measure\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs); CUTLASS %d.%d.%d\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH);
+  if (prop.major != 9) {
+    std::printf("not a Hopper GPU: the sm_90a kernels cannot run here\n");
+    return 0;
+  }
+  double peak = 0;
+  CHECK_CUDA(m2::cuda::measure_gemm_flops(m2::DType::kF8E4M3, &peak));
+  std::printf("cuBLASLt dense FP8 GEMM (8192^3) measured now: %.0f TFLOP/s\n", peak / 1e12);
+
+  const Weights w = make_weights(own);
+  std::mt19937 rng(7);
+  std::vector<Row> rows;
+  for (int64_t T : tokens) {
+    const Routing r = make_routing(T, rng);
+    const int64_t P = r.P;
+    int touched = 0;
+    for (int c : r.count) touched += c > 0;
+    std::printf("T=%lld: %lld pairs over %d experts (rows per expert: mean %.1f, max %d)\n",
+                static_cast<long long>(T), static_cast<long long>(P), touched, double(P) / touched,
+                *std::max_element(r.count.begin(), r.count.end()));
+    // Pair-sorted activations: up A [P, H] + SFA [H / 128, P]; down A [P, I] + SFA [I / 128, P].
+    uint8_t* a_up = dev_alloc<uint8_t>(P * kH);
+    uint8_t* a_dn = dev_alloc<uint8_t>(P * kI);
+    float* s_up = dev_alloc<float>(P * (kH / kBlk));
+    float* s_dn = dev_alloc<float>(P * (kI / kBlk));
+    float* d_up = dev_alloc<float>(P * 2 * kI);
+    float* d_dn = dev_alloc<float>(P * kH);
+    launch_fill_e4m3(a_up, P * kH, 21);
+    launch_fill_e4m3(a_dn, P * kI, 22);
+    fill_scale<<<256, 256>>>(s_up, P * (kH / kBlk), 23, 1e-3f);
+    fill_scale<<<256, 256>>>(s_dn, P * (kI / kBlk), 24, 1e-3f);
+    CHECK_CUDA(cudaMemset(d_up, 0, P * 2 * kI * 4));
+    CHECK_CUDA(cudaMemset(d_dn, 0, P * kH * 4));
+    GroupArgs up = make_group_args(r, 2 * kI, kH, a_up, s_up, w.w13, w.s13, d_up);
+    GroupArgs dn = make_group_args(r, kH, kI, a_dn, s_dn, w.w2, w.s2, d_dn);
+    const double f_up = 2.0 * P * 2 * kI * kH, f_dn = 2.0 * P * kH * kI;
+
+    auto bench_cfg = [&](const char* name, auto cfg) {
+      using Cfg = decltype(cfg);
+      Runner<Cfg> ru, rd;
+      ru.init(up);
+      rd.init(dn);
+      ru.run();
+      rd.run();
+      CHECK_CUDA(cudaDeviceSynchronize());
+      check((std::string(name) + " up (W1|W3)").c_str(), r, up, 2 * kI, kH, a_up, s_up, w.w13, w.s13, d_up);
+      check((std::string(name) + " down (W2)").c_str(), r, dn, kH, kI, a_dn, s_dn, w.w2, w.s2, d_dn);
+      const double us_up = time_us(iters, [&] { ru.run(); });
+      const double us_dn = time_us(iters, [&] { rd.run(); });
+      const double us_both = time_us(iters, [&] {
+        ru.run();
+        rd.run();
+      });
+      rows.push_back({std::string("cutlass ") + name + " up", T, us_up, f_up});
+      rows.push_back({std::string("cutlass ") + name + " down", T, us_dn, f_dn});
+      rows.push_back({std::string("cutlass ") + name + " up+down", T, us_both, f_up + f_dn});
+      CHECK_CUDA(cudaFree(ru.workspace));
+      CHECK_CUDA(cudaFree(rd.workspace));
+    };
+    bench_cfg("coop 128x128 c1x2", Coop128{});
+#ifndef M2CPP_CUTLASS_ONE_CONFIG
+    bench_cfg("pingpong 64x128", Pingpong64{});
+#endif
+
+    if (own) {
+      // Ours: quantise x, up (gather, SwiGLU, re-quantise), down; grouped as
+      // moe.cu's moe_group_kernel does (tiles of at most 64 pairs of one expert).
+      std::vector<int4> tiles;
+      for (int e = 0; e < kE; ++e)
+        for (int f = 0; f < r.count[e]; f += m2::cuda::kFp8MoeTilePairs)
+          tiles.push_back(make_int4(e, r.first[e] + f, std::min(m2::cuda::kFp8MoeTilePairs, r.count[e] - f), 0));
+      const int num_tiles = static_cast<int>(tiles.size());
+      float* x = dev_alloc<float>(T * kH);
+      fill_f32<<<1024, 256>>>(x, T * kH, 31);
+      float* y = dev_alloc<float>(P * kH);
+      m2::cuda::MoeArgs a;
+      a.x = x;
+      a.T = T;
+      a.experts = w.ours;
+      a.expert_ids = dev_copy(r.ids);
+      a.top_k = kTopK;
+      m2::cuda::MoeFp8Groups gr{dev_copy(r.sorted), dev_copy(tiles), dev_copy(std::vector<int>{num_tiles}), num_tiles};
+      void* scratch = dev_alloc<uint8_t>(m2::cuda::moe_fp8_scratch_bytes(T, kTopK, kH, kI));
+      const double us = time_us(iters, [&] { CHECK_CUDA(m2::cuda::launch_moe_fp8_experts(a, gr, scratch, y, nullptr)); });
+      rows.push_back({"ours quantize+up+swiglu+down", T, us, f_up + f_dn});
+      CHECK_CUDA(cudaFree(x));
+      CHECK_CUDA(cudaFree(y));
+      CHECK_CUDA(cudaFree(scratch));
+    }
+    for (void* p : {static_cast<void*>(a_up), static_cast<void*>(a_dn), static_cast<void*>(s_up),
+                    static_cast<void*>(s_dn), static_cast<void*>(d_up), static_cast<void*>(d_dn)})
+      CHECK_CUDA(cudaFree(p));
+  }
+
+  std::printf("\n%-40s %6s %10s %9s %8s\n", "kernel", "T", "us", "TFLOP/s", "% fp8");
+  for (const Row& r : rows)
+    std::printf("%-40s %6lld %10.1f %9.1f %7.1f%%\n", r.name.c_str(), static_cast<long long>(r.T), r.us,
+                r.flops / r.us / 1e6, peak > 0 ? 100.0 * r.flops / (r.us * 1e-6) / peak : 0.0);
+  return 0;
+}
