@@ -132,15 +132,20 @@ std::pair<double, std::string> memory_ceiling(const ModelOptions& mo) {
   return {cpu::measure_read_bandwidth().bytes_per_second, "host read"};
 }
 
-int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
-  auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
-  mo.apply_threads();
-  const auto [ceiling, ceiling_name] = memory_ceiling(mo);
-  auto m = mo.load_on_backend();
-  if (!m.ok()) return fail(m.status());
-  MiniMaxM2 model(*m->weights, *m->backend);
+int fail(const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; }
+
+// What both decode benchmarks start from: the memory ceiling (measured
+// before the weights take the memory), the model on its backend, the KV dtype.
+struct DecodeBench {
+  double ceiling;
+  std::string ceiling_name;
+  LoadedModel loaded;
+  DType kv_dtype;
+};
+
+int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d, MiniMaxM2& model) {
+  const auto& [ceiling, ceiling_name, loaded, kv_dtype] = d;
   const ModelConfig& c = model.config();
-  const DType kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   SingleSequence seq(model, a.context + a.tokens + 1, 16, kv_dtype);
   auto step = [&](const std::vector<int32_t>& toks, int64_t pos, std::vector<float>* logits) {
     return seq.run(toks, pos, false, model, logits);
@@ -171,7 +176,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   if (!times.ok()) return fail(times.status());
   const double median = times->median, mean = times->mean;
   const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
-  const uint64_t bytes = static_cast<uint64_t>(decode_bytes_per_step(*m->weights, 1, ctx_mid, kv_dtype));
+  const uint64_t bytes = static_cast<uint64_t>(decode_bytes_per_step(*loaded.weights, 1, ctx_mid, kv_dtype));
   const double achieved = bytes / median;
 
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers,
@@ -185,7 +190,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
   if (const int gpu = parse_cuda_device(mo.device); gpu >= 0 && a.prefill_chunk >= a.context && a.context > 0)
     peak = cuda_measure_ceilings(gpu, true).fp8_flops;
 #endif
-  const double pf = a.context > 0 ? prefill_flops(*m->weights, a.context) / std::max(prefill_s, 1e-9) : 0;
+  const double pf = a.context > 0 ? prefill_flops(*loaded.weights, a.context) / std::max(prefill_s, 1e-9) : 0;
   if (peak > 0)
     fmt::print("prefill FLOP/s   {:.1f} TFLOP/s vs {:.0f} TFLOP/s measured cuBLASLt FP8 peak = {:.1f} %\n", pf / 1e12,
                peak / 1e12, 100.0 * pf / peak);
@@ -214,15 +219,9 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a) {
 // The contexts' KV entries are not computed (prefilling B x context tokens
 // would dominate the run and their values do not change the work of a
 // step); each sequence reads its own KV blocks.
-int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
-  auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
-  mo.apply_threads();
-  const auto [ceiling, ceiling_name] = memory_ceiling(mo);
-  auto m = mo.load_on_backend();
-  if (!m.ok()) return fail(m.status());
-  MiniMaxM2 model(*m->weights, *m->backend);
+int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d, MiniMaxM2& model) {
+  const auto& [ceiling, ceiling_name, loaded, kv_dtype] = d;
   const ModelConfig& c = model.config();
-  const DType kv_dtype = parse_kv_dtype(a.kv).value();
   const int bs = 16, B = a.batch;
   const int64_t per_seq = (a.context + a.tokens + 3 + bs - 1) / bs;
   auto cache = model.make_kv_cache(bs, per_seq * B, kv_dtype);
@@ -260,7 +259,7 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
   const double median = times->median;
   // The step's bandwidth ceiling, at the middle context of the timed steps.
   double touched = 0;
-  const double bytes = decode_bytes_per_step(*m->weights, B, a.context + 4 + a.tokens / 2, kv_dtype, &touched);
+  const double bytes = decode_bytes_per_step(*loaded.weights, B, a.context + 4 + a.tokens / 2, kv_dtype, &touched);
   const double ceiling_tps = B * ceiling / bytes, tps = B / median;
   fmt::print("model            {} layers of {} ({} experts, top-{}), {} weights\n", c.num_hidden_layers, mo.model,
              c.num_local_experts, c.num_experts_per_tok, mo.load_format);
@@ -281,6 +280,18 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a) {
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
+}
+
+// bench decode: batch 1 beside the memory bandwidth, or --batch N.
+int run_decode_bench(const ModelOptions& mo, const DecodeArgs& a) {
+  mo.apply_threads();
+  auto [ceiling, ceiling_name] = memory_ceiling(mo);
+  auto m = mo.load_on_backend();
+  if (!m.ok()) return fail(m.status());
+  // The option's check allows only valid KV dtype names.
+  const DecodeBench d{ceiling, std::move(ceiling_name), std::move(*m), parse_kv_dtype(a.kv).value()};
+  MiniMaxM2 model(*d.loaded.weights, *d.loaded.backend);
+  return a.batch > 1 ? run_decode_batch(mo, a, d, model) : run_decode(mo, a, d, model);
 }
 
 Command make_bench(CLI::App& parent) {
@@ -312,7 +323,7 @@ Command make_bench(CLI::App& parent) {
             if (serve->parsed()) return run_serve();
             if (plot->parsed()) return run_plot();
             if (roof->parsed()) return run_roofline(*roof_device);
-            if (dec->parsed()) return a->batch > 1 ? run_decode_batch(*mo, *a) : run_decode(*mo, *a);
+            if (dec->parsed()) return run_decode_bench(*mo, *a);
             return 1;
           }};
 }

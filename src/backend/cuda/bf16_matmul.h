@@ -29,6 +29,8 @@
 
 namespace m2::cuda {
 
+class LtPlans;  // cublaslt_plans.h
+
 // Dense BF16 matmuls of at least this many tokens take the tensor-core path
 // (below: the GEMV of matmul.cu, which streams W once at memory speed).
 constexpr int64_t kBf16GemmMinTokens = kGemvMaxTokens + 1;
@@ -69,9 +71,8 @@ class Bf16Matmul {
                   cudaStream_t stream);
 
  private:
-  struct Lt;  // cuBLASLt state, created on first use
   bool enabled_;
-  std::unique_ptr<Lt> lt_;
+  std::unique_ptr<LtPlans> lt_;  // created on first use
   DeviceBuffer split_;  // hi [T, K] then lo [T, K], bf16, each at a 256-byte boundary
 };
 

@@ -308,7 +308,6 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   if (meta.num_items == 0) return;
   // At least 128 keys (a tile per warp) per split.
   size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
-  a.split_keys = (a.split_keys + 31) / 32 * 32;
   if (a.splits > 1)
     a.partials = static_cast<float*>(attn_partials_.reserve(
         attention_partial_floats(q.rows, num_heads, s.head_dim, a.splits) * sizeof(float), stream_));

@@ -23,6 +23,8 @@
 
 namespace m2::cuda {
 
+class LtPlans;  // cublaslt_plans.h
+
 // Dense matmuls of at least this many tokens take the FP8 path (below: the
 // GEMV of matmul.cu, which streams W once at memory speed).
 constexpr int64_t kFp8GemmMinTokens = 17;
@@ -79,9 +81,8 @@ class Fp8Matmul {
                            cudaStream_t stream);
 
  private:
-  struct Lt;  // cuBLASLt state, created on first use
   Fp8GemmMode mode_;
-  std::unique_ptr<Lt> lt_;
+  std::unique_ptr<LtPlans> lt_;  // created on first use
   DeviceBuffer q_, s_;
 };
 

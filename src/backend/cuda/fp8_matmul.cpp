@@ -2,10 +2,8 @@
 // then our mma.sync kernel (fp8_gemm.cu) or cuBLASLt's block-scaled FP8
 // matmul, chosen by M2CPP_FP8_GEMM.
 //
-// cuBLASLt sees the row-major product y [T, N] = X [T, K] · Wᵀ as the
-// column-major D [N, T] = op(A) · B with A = W stored column-major [K, N]
-// (transa = T: W's rows are A's columns, ld K) and B = X column-major
-// [K, T] (ld K): the "TN" layout FP8 needs. Scales: A (weights)
+// cuBLASLt's view of the product: cublaslt_plans.h (the "TN" layout FP8
+// needs, A = the weights, B = the activations). Scales: A (weights)
 // CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, one fp32 per 128 x 128 block,
 // the [N / 128, K / 128] row-major grid of the checkpoint; B (activations)
 // CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, one fp32 per 128 consecutive k of
@@ -14,11 +12,10 @@
 // same layouts for its 1x128 / 128x128 cuBLASLt path).
 #include <cublasLt.h>
 
-#include <array>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
+#include "backend/cuda/cublaslt_plans.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "util/log.h"
 
@@ -43,80 +40,6 @@ const char* fp8_gemm_mode_name(Fp8GemmMode mode) {
     default: return "off";
   }
 }
-
-namespace {
-
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-// One shape's descriptors and chosen algorithm (ok false: none exists).
-struct Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool ok = false;
-};
-
-void destroy(Plan& p) {
-  if (p.d) cublasLtMatrixLayoutDestroy(p.d);
-  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-  if (p.op) cublasLtMatmulDescDestroy(p.op);
-  p = Plan{};
-}
-
-template <class T>
-bool set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& v) {
-  return cublasLtMatmulDescSetAttribute(op, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
-}
-
-}  // namespace
-
-struct Fp8Matmul::Lt {
-  cublasLtHandle_t handle = nullptr;
-  DeviceBuffer workspace;
-  std::map<std::array<int64_t, 4>, Plan> plans;  // (T, N, K, ldy)
-
-  ~Lt() {
-    for (auto& [key, p] : plans) destroy(p);
-    if (handle) cublasLtDestroy(handle);
-  }
-
-  // The plan for this shape, made on first use with this call's scale pointers.
-  const Plan& plan(int64_t T, int64_t N, int64_t K, int64_t ldy, const float* a_scale, const float* b_scale) {
-    const std::array<int64_t, 4> key{T, N, K, ldy};
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
-    Plan p;
-    const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    cublasLtMatmulPreference_t pref = nullptr;
-    bool ok = cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-              set(p.op, CUBLASLT_MATMUL_DESC_TRANSA, transa) && set(p.op, CUBLASLT_MATMUL_DESC_TRANSB, transb) &&
-              set(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode) &&
-              set(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode) &&
-              set(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale) &&
-              set(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale) &&
-              cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, T, K) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, N, T, ldy) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
-                                                   sizeof(kWorkspaceBytes)) == CUBLAS_STATUS_SUCCESS;
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    ok = ok && cublasLtMatmulAlgoGetHeuristic(handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &heur, &found) ==
-                   CUBLAS_STATUS_SUCCESS && found > 0;
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (ok) {
-      p.algo = heur.algo;
-      p.ok = true;
-    } else {
-      destroy(p);
-      log_warn("cuBLASLt has no block-scaled FP8 matmul for T={} N={} K={} (ldy {})", T, N, K, ldy);
-    }
-    return plans.emplace(key, p).first->second;
-  }
-};
 
 Fp8Matmul::Fp8Matmul(Fp8GemmMode mode) : mode_(mode) {}
 Fp8Matmul::~Fp8Matmul() = default;
@@ -146,22 +69,27 @@ cudaError_t Fp8Matmul::run_cublaslt(const uint8_t* q, const float* s, int64_t T,
                                     int64_t ldy, cudaStream_t stream) {
   if (!fp8_gemm_supported(w)) return cudaErrorInvalidValue;
   if (T == 0) return cudaSuccess;
-  if (!lt_) {
-    lt_ = std::make_unique<Lt>();
-    if (cublasLtCreate(&lt_->handle) != CUBLAS_STATUS_SUCCESS) {
-      lt_.reset();
-      return cudaErrorNotSupported;
-    }
-  }
-  const Plan& p = lt_->plan(T, w.rows, w.cols, ldy, w.scales, s);
+  if (!lt_)
+    lt_ = std::make_unique<LtPlans>(LtPlanSpec{CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, 0, "block-scaled FP8", "our FP8 kernel"});
+  LtPlans& lt = *lt_;
+  if (!lt.handle()) return cudaErrorNotSupported;
+  // A new plan is made with this call's scale pointers; they change with
+  // every weight and activation buffer, so each call sets them again.
+  auto scales = [&](cublasLtMatmulDesc_t op) {
+    return lt_set(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scales) &&
+           lt_set(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, s);
+  };
+  const LtPlan& p = lt.plan(T, w.rows, w.cols, ldy, [&](cublasLtMatmulDesc_t op) {
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    return lt_set(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode) &&
+           lt_set(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode) && scales(op);
+  });
   if (!p.ok) return cudaErrorNotSupported;
-  // The scale pointers change with every weight and activation buffer.
-  if (!set(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scales) || !set(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, s))
-    return cudaErrorUnknown;
-  void* ws = lt_->workspace.reserve(kWorkspaceBytes, stream);
+  if (!scales(p.op)) return cudaErrorUnknown;
+  void* ws = lt.workspace(stream);
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasLtMatmul(lt_->handle, p.op, &alpha, w.data, p.a, q, p.b, &beta, y, p.d, y, p.d,
-                                           &p.algo, ws, kWorkspaceBytes, stream);
+  const cublasStatus_t st = cublasLtMatmul(lt.handle(), p.op, &alpha, w.data, p.a, q, p.b, &beta, y, p.d, y, p.d,
+                                           &p.algo, ws, LtPlans::kWorkspaceBytes, stream);
   if (st != CUBLAS_STATUS_SUCCESS) {
     log_error("cublasLtMatmul (block-scaled FP8, T={} N={} K={}) failed: status {}", T, w.rows, w.cols,
               static_cast<int>(st));

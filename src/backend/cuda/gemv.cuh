@@ -172,16 +172,16 @@ __device__ void dot_rows_n(const DeviceWeight* w, int64_t n, const float4* xs, c
       issue(a, i0);
       use(a, i0);
     }
-    return;
-  }
-  Group b;  // two named buffers: registers cannot be indexed by a runtime stage
-  issue(a, 0);
-  for (int i0 = 0; i0 < lay.KI; i0 += 2 * U) {
-    if (i0 + U < lay.KI) issue(b, i0 + U);
-    use(a, i0);
-    if (i0 + U >= lay.KI) break;
-    if (i0 + 2 * U < lay.KI) issue(a, i0 + 2 * U);
-    use(b, i0 + U);
+  } else {
+    Group b;  // two named buffers: registers cannot be indexed by a runtime stage
+    issue(a, 0);
+    for (int i0 = 0; i0 < lay.KI; i0 += 2 * U) {
+      if (i0 + U < lay.KI) issue(b, i0 + U);
+      use(a, i0);
+      if (i0 + U >= lay.KI) break;
+      if (i0 + 2 * U < lay.KI) issue(a, i0 + 2 * U);
+      use(b, i0 + U);
+    }
   }
 }
 
