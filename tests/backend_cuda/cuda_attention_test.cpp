@@ -100,36 +100,13 @@ void CudaAttention::run(const AttnSpec& c, uint64_t seed) {
   HostTensors h(seed);
   Backend& gpu = *gpu_;
   Backend& cpu = *cpu_;
-  int64_t blocks = 0, rows = 0;
-  for (const SeqSpec& q : c.seqs) blocks += (q.context + c.block_size - 1) / c.block_size, rows += q.rows;
-  KvCacheShape shape{1, c.kv_heads, c.hd, c.block_size, blocks, c.dtype};
-  KvCache gcache(shape, gpu.allocate(KvCache::storage_bytes(shape)));
-  KvCache ccache(shape, cpu.allocate(KvCache::storage_bytes(shape)));
-  const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);  // slots past a context compare equal
-  gpu.copy_from_host(zeros.data(), gcache.k_base(0), zeros.size());
-  std::memcpy(ccache.k_base(0), zeros.data(), zeros.size());
-
-  // Each sequence's blocks: a random subset of the pool in random order.
-  std::vector<int32_t> order(blocks);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), h.rng());
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<SeqSlice> slices;
-  int64_t next = 0, row = 0;
-  const int64_t kv = static_cast<int64_t>(c.kv_heads) * c.hd;
-  for (const SeqSpec& q : c.seqs) {
-    const int64_t n_blocks = (q.context + c.block_size - 1) / c.block_size;
-    auto& table = tables.emplace_back(order.begin() + next, order.begin() + next + n_blocks);
-    next += n_blocks;
-    std::vector<int64_t> slots;
-    for (int64_t p = 0; p < q.context; ++p) slots.push_back(int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size);
-    auto k = h.randn(q.context * kv), v = h.randn(q.context * kv);
-    gpu.kv_store(gcache, 0, to_gpu(k, q.context), to_gpu(v, q.context), slots);
-    cpu.kv_store(ccache, 0, host_act(k, q.context), host_act(v, q.context), slots);
-    slices.push_back({row, q.rows, q.context, {}});
-    row += q.rows;
-  }
-  for (size_t i = 0; i < slices.size(); ++i) slices[i].block_table = tables[i];
+  std::vector<std::pair<int64_t, int64_t>> seqs;
+  for (const SeqSpec& q : c.seqs) seqs.emplace_back(q.context, q.rows);
+  const PagedKv kv = paged_kv(h, c.kv_heads, c.hd, c.block_size, c.dtype, seqs);
+  const KvCacheShape& shape = kv.shape;
+  const KvCache &gcache = kv.gpu, &ccache = kv.cpu;
+  const std::vector<SeqSlice>& slices = kv.slices;
+  const int64_t rows = kv.rows;
   expect_same_cache(shape, gcache, ccache, "random K/V");
 
   const int64_t cols = static_cast<int64_t>(c.heads) * c.hd;

@@ -168,33 +168,11 @@ TEST_F(Ops, QkNormRopeMatchesCpu) {
 void Ops::check_attention(const AttnCase& c, HostTensors& h) {
   Backend& gpu = *gpu_;
   Backend& cpu = *cpu_;
-  int64_t blocks = 0, rows = 0;
-  for (auto [ctx, n] : c.seqs) blocks += (ctx + c.block_size - 1) / c.block_size, rows += n;
-  KvCacheShape shape{1, c.kv_heads, c.hd, c.block_size, blocks, c.dtype};
-  KvCache gcache(shape, gpu.allocate(KvCache::storage_bytes(shape)));
-  KvCache ccache(shape, cpu.allocate(KvCache::storage_bytes(shape)));
-  const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);  // unwritten slots compare equal
-  gpu.copy_from_host(zeros.data(), gcache.k_base(0), zeros.size());
-  std::memcpy(ccache.k_base(0), zeros.data(), zeros.size());
-  std::vector<int32_t> order(blocks);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), h.rng());
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<SeqSlice> slices;
-  int64_t next = 0, row = 0;
-  const int64_t kv = c.kv_heads * c.hd;
-  for (auto [ctx, n] : c.seqs) {
-    auto& table = tables.emplace_back(order.begin() + next, order.begin() + next + (ctx + c.block_size - 1) / c.block_size);
-    next += static_cast<int64_t>(table.size());
-    std::vector<int64_t> slots;
-    for (int64_t p = 0; p < ctx; ++p) slots.push_back(int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size);
-    auto k = h.randn(ctx * kv), v = h.randn(ctx * kv);
-    gpu.kv_store(gcache, 0, to_gpu(k, ctx), to_gpu(v, ctx), slots);
-    cpu.kv_store(ccache, 0, host_act(k, ctx), host_act(v, ctx), slots);
-    slices.push_back({row, n, ctx, {}});
-    row += n;
-  }
-  for (size_t i = 0; i < slices.size(); ++i) slices[i].block_table = tables[i];
+  const PagedKv kv = paged_kv(h, c.kv_heads, c.hd, c.block_size, c.dtype, c.seqs);
+  const KvCacheShape& shape = kv.shape;
+  const KvCache &gcache = kv.gpu, &ccache = kv.cpu;
+  const std::vector<SeqSlice>& slices = kv.slices;
+  const int64_t rows = kv.rows;
   // The caches (K then V of the one layer) agree exactly (same RNE conversion).
   std::vector<uint8_t> gbytes(KvCache::storage_bytes(shape));
   gpu.copy_to_host(gcache.k_base(0), gbytes.data(), gbytes.size());

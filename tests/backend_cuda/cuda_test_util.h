@@ -5,13 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -134,6 +138,48 @@ class CudaTest : public ::testing::Test {
   static Act host_act(std::vector<float>& v, int64_t rows) {
     return Act{v.data(), rows, static_cast<int64_t>(v.size()) / rows};
   }
+  // One layer's paged KV caches on both backends, zeroed, then filled through
+  // kv_store with the same random K and V: each sequence's blocks are a
+  // random subset of the pool in random order, and its rows of the step
+  // follow the previous sequence's.
+  struct PagedKv {
+    KvCacheShape shape;
+    KvCache gpu, cpu;
+    std::vector<std::vector<int32_t>> tables;  // the slices' block tables
+    std::vector<SeqSlice> slices;
+    int64_t rows = 0;  // of the step, all sequences
+  };
+  PagedKv paged_kv(HostTensors& h, int kv_heads, int hd, int block_size, DType dtype,
+                   const std::vector<std::pair<int64_t, int64_t>>& seqs) {  // (context, rows of the step)
+    int64_t blocks = 0;
+    for (auto [ctx, n] : seqs) blocks += (ctx + block_size - 1) / block_size;
+    const KvCacheShape shape{1, kv_heads, hd, block_size, blocks, dtype};
+    PagedKv p{shape, KvCache(shape, gpu_->allocate(KvCache::storage_bytes(shape))),
+              KvCache(shape, cpu_->allocate(KvCache::storage_bytes(shape))), {}, {}, 0};
+    const std::vector<uint8_t> zeros(KvCache::storage_bytes(shape), 0);  // slots past a context compare equal
+    gpu_->copy_from_host(zeros.data(), p.gpu.k_base(0), zeros.size());
+    std::memcpy(p.cpu.k_base(0), zeros.data(), zeros.size());
+    std::vector<int32_t> order(blocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), h.rng());
+    int64_t next = 0;
+    const int64_t kv = static_cast<int64_t>(kv_heads) * hd;
+    for (auto [ctx, n] : seqs) {
+      const int64_t n_blocks = (ctx + block_size - 1) / block_size;
+      auto& table = p.tables.emplace_back(order.begin() + next, order.begin() + next + n_blocks);
+      next += n_blocks;
+      std::vector<int64_t> slots;
+      for (int64_t i = 0; i < ctx; ++i) slots.push_back(int64_t(table[i / block_size]) * block_size + i % block_size);
+      auto k = h.randn(ctx * kv), v = h.randn(ctx * kv);
+      gpu_->kv_store(p.gpu, 0, to_gpu(k, ctx), to_gpu(v, ctx), slots);
+      cpu_->kv_store(p.cpu, 0, host_act(k, ctx), host_act(v, ctx), slots);
+      p.slices.push_back({p.rows, n, ctx, {}});
+      p.rows += n;
+    }
+    for (size_t i = 0; i < p.slices.size(); ++i) p.slices[i].block_table = p.tables[i];
+    return p;
+  }
+
   // Uploads the tensors placed in `w` (any of its slots) to the GPU.
   void prepare(ModelWeights& w) { ASSERT_TRUE(gpu_->prepare_weights(w).ok()); }
 
