@@ -105,6 +105,9 @@ struct MatmulOut {
   int64_t ld[3] = {};
   int64_t end[2] = {};
 };
+// Whether FP8 decode products run on tensor cores (gemv_mma.cuh; default)
+// or on the SIMT GEMV core (M2CPP_GEMV_MMA=off).
+bool gemv_mma_enabled();
 // The GEMV path of launch_matmul into split outputs: T <= kGemvMaxTokens,
 // FP8 or BF16 weights (cudaErrorInvalidValue otherwise).
 cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
@@ -147,6 +150,7 @@ struct MoeArgs {
   // Grouped path of FP8 experts with dimensions in multiples of 128 on
   // tensor cores with FP8 activations (moe_fp8.cu); false: fp32 SIMT tiles.
   bool fp8_tensor_cores = true;
+  int num_sms = 0;  // of the device (the decode path's grid)
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);

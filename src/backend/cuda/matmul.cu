@@ -1,16 +1,21 @@
 // y = x · Wᵀ with W in its stored dtype (FP8 e4m3 with 128 x 128 block scales,
 // BF16, F16, F32) and fp32 activations and accumulation.
 //
-// - Up to kGemvMaxTokens tokens (decode): the GEMV core (gemv.cuh) streams W
-//   once at memory speed; 4 tokens share each pass over W.
+// - Up to kGemvMaxTokens tokens (decode): W is streamed once per pass at
+//   memory speed. FP8 weights with K % 128 == 0 go to tensor cores
+//   (gemv_mma.cuh, 8 tokens per pass), the rest to the GEMV core (gemv.cuh,
+//   4 tokens per pass).
 // - More tokens: a 64 x 64 tiled SIMT kernel, W decoded into shared memory.
 //   Correct for any shape; BF16 weights go to tensor cores instead where
 //   bf16_matmul.h applies (their activation split is here:
 //   launch_split_bf16), FP8 weights where fp8_gemm.h does.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/bf16_matmul.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/gemv_mma.cuh"
 
 namespace m2::cuda {
 namespace {
@@ -83,6 +88,56 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restr
             const int seg = (row >= out.end[0]) + (row >= out.end[1]);
             out.y[seg][t * out.ld[seg] + row - (seg == 0 ? 0 : out.end[seg - 1])] = acc[r][t];
           }
+    }
+  }
+}
+
+// y = x · Wᵀ for T <= kMmaMaxTokens tokens, FP8 W on tensor cores. Each
+// group of `splits` warps computes one 8-row tile at a time, warp s of the
+// group the s-th K range, summed in the group (mma_group_publish); tiles are
+// spread over the blocks by mma_tile_of. Launched early (launch_pdl): each
+// warp asks L2 for its first tile while the kernel before it finishes, and
+// for its next tile while it works on one.
+__global__ void __launch_bounds__(kMmaThreads, 1) gemv_mma_kernel(const float* __restrict__ x, int64_t ldx, int T,
+                                                                  DeviceWeight w, MatmulOut out, int splits,
+                                                                  bool prefetch) {
+  extern __shared__ float4 staged[];  // [T, K] as hi + lo (gemv_mma.cuh)
+  uint4* xs = reinterpret_cast<uint4*>(staged);
+  __shared__ float descale[kMmaMaxTokens];
+  __shared__ float part[kMmaWarps][64];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int groups = kMmaWarps / splits, group = warp / splits, split = warp % splits;
+  const int64_t K = w.cols, tiles = ceil_div(w.rows, kMmaTileRows), per = K / kMmaStepCols / splits;
+  const int s0 = static_cast<int>(split * per), s1 = static_cast<int>(s0 + per);
+  auto rows_of = [&](int64_t tile) {
+    return static_cast<int>(w.rows - tile * kMmaTileRows < kMmaTileRows ? w.rows - tile * kMmaTileRows : kMmaTileRows);
+  };
+  auto ask_l2 = [&](int64_t tile) {
+    if (prefetch && tile < tiles) mma_prefetch(w.data + tile * kMmaTileRows * K, K, rows_of(tile), s0, s1);
+  };
+  ask_l2(mma_tile_of(0, group, groups));
+  grid_dependency_wait();
+  allow_dependents();
+  stage_split_rows(xs, descale, T, K, [&](int i) { return x + i * ldx; });
+  for (int64_t r = 0;; ++r) {
+    const int64_t tile = mma_tile_of(r, group, groups), n0 = tile * kMmaTileRows;
+    if (tile >= tiles) break;
+    ask_l2(mma_tile_of(r + 1, group, groups));
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_tile_dot(w.data + n0 * K, K, rows_of(tile), w.scales + (n0 / kScaleBlock) * w.scale_ld, s0, s1, xs, T, acc);
+    float2 sum = make_float2(acc[0], acc[1]);
+    if (splits > 1) {
+      mma_group_publish(acc, splits, part);
+      if (split == 0) sum = mma_parts_sum(part, warp, 0, splits);
+      mma_group_release(splits);
+    }
+    if (split != 0 || g >= T) continue;
+#pragma unroll
+    for (int r2 = 0; r2 < 2; ++r2) {
+      const int64_t row = n0 + 2 * t + r2;
+      if (row >= w.rows) continue;
+      const int seg = (row >= out.end[0]) + (row >= out.end[1]);
+      out.y[seg][g * out.ld[seg] + row - (seg == 0 ? 0 : out.end[seg - 1])] = (r2 == 0 ? sum.x : sum.y) * descale[g];
     }
   }
 }
@@ -169,6 +224,30 @@ cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeig
   return cudaSuccess;
 }
 
+bool gemv_mma_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
+  return gemv_mma_enabled() && w.dtype == DType::kF8E4M3 && T <= kGemvMaxTokens && w.cols % kScaleBlock == 0 &&
+         gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0 &&
+         static_cast<size_t>(mma_staged_bytes(1, w.cols)) <= kMaxDynamicSmem;
+}
+
+cudaError_t launch_gemv_mma(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
+                            int num_sms, cudaStream_t stream) {
+  const int64_t K = w.cols, tiles = ceil_div(w.rows, kMmaTileRows);
+  const int64_t per_pass = std::min<int64_t>(kMmaMaxTokens, kMaxDynamicSmem / mma_staged_bytes(1, K));
+  const MmaSplit split = choose_mma_split(tiles, K / kMmaStepCols, 1, kMmaWarps, num_sms);
+  const unsigned blocks = static_cast<unsigned>(split.blocks);
+  const size_t smem = mma_staged_bytes(std::min(T, per_pass), K);
+  cudaError_t e = allow_dynamic_smem(gemv_mma_kernel, smem);
+  for (int64_t t0 = 0; t0 < T && e == cudaSuccess; t0 += per_pass) {
+    const int n = static_cast<int>(std::min<int64_t>(per_pass, T - t0));
+    MatmulOut part = y;
+    for (int i = 0; i < 3; ++i) part.y[i] += t0 * part.ld[i];
+    e = launch_pdl(gemv_mma_kernel, blocks, kMmaThreads, mma_staged_bytes(n, K), stream, x + t0 * ldx, ldx, n, w, part,
+                   split.splits, l2_prefetch_enabled());
+  }
+  return e;
+}
+
 template <DType WT>
 bool gemv_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
   const bool aligned = gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
@@ -179,6 +258,7 @@ bool gemv_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
 template <DType WT>
 cudaError_t launch_gemv_any(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
                             int num_sms, cudaStream_t stream) {
+  if (gemv_mma_fits(x, T, ldx, w)) return launch_gemv_mma(x, T, ldx, w, y, num_sms, stream);
   if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, num_sms, stream);
   return launch_gemv<WT, 4>(x, T, ldx, w, y, num_sms, stream);
 }
@@ -225,6 +305,14 @@ __global__ void __launch_bounds__(kSplitThreads) split_bf16_kernel(const float* 
 }
 
 }  // namespace
+
+bool gemv_mma_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("M2CPP_GEMV_MMA");
+    return !(v && std::strcmp(v, "off") == 0);
+  }();
+  return on;
+}
 
 cudaError_t launch_split_bf16(const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* hi, uint16_t* lo,
                               cudaStream_t stream) {

@@ -3,6 +3,8 @@
 // stored dtype (FP8 e4m3 + 128 x 128 scales, or BF16), decoded in registers.
 //
 // Decode (at most kDecodePairs (token, expert) pairs): no grouping at all.
+// FP8 experts in multiples of 128 take the tensor-core version of this path
+// (moe_decode_mma.cu); the SIMT kernels below serve the rest.
 //   up:   one block column per pair streams W1_e and W3_e rows, SwiGLU in the
 //         epilogue -> u [pairs, I];
 //   down: one block column per token streams W2 of its k experts and sums
@@ -16,8 +18,10 @@
 #include <algorithm>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/moe_decode_mma.h"
 
 namespace m2::cuda {
 namespace {
@@ -28,19 +32,6 @@ constexpr int kDecodePairs = 64;
 constexpr int kTileTokens = 4;  // pairs per tile in the grouped path
 constexpr int kMaxTopK = 16;
 
-// Expert e's matrices.
-__device__ inline DeviceWeight expert_w13(const DeviceExperts& x, const uint8_t* base, int64_t e) {
-  const uint8_t* p = base + e * x.stride13;
-  return DeviceWeight{p, reinterpret_cast<const float*>(p + x.scale_off13), x.dtype, x.intermediate, x.hidden,
-                      ceil_div(x.hidden, kScaleBlock)};
-}
-__device__ inline DeviceWeight expert_w2(const DeviceExperts& x, int64_t e) {
-  const uint8_t* p = x.w2 + e * x.stride2;
-  return DeviceWeight{p, reinterpret_cast<const float*>(p + x.scale_off2), x.dtype, x.hidden, x.intermediate,
-                      ceil_div(x.intermediate, kScaleBlock)};
-}
-
-__device__ inline float silu_mul(float g, float up) { return g / (1.0f + expf(-g)) * up; }
 
 // u[pair(t)] = silu(W1_e x) ⊙ W3_e x for the block's rows of I, for the
 // TM activation rows staged in xs (pair(t) gives each one's output row).
@@ -255,6 +246,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
+  if (P <= kDecodePairs && moe_decode_mma_fits(a)) return launch_moe_decode_mma(a, s.u, stream);
   if (P <= kDecodePairs) {
     const size_t down_smem = row_i * a.top_k;
     if ((e = allow_dynamic_smem(moe_up_decode_kernel<WT>, row_h)) != cudaSuccess) return e;

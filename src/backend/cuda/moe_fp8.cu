@@ -11,6 +11,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_mma.cuh"
 
 namespace m2::cuda {
@@ -19,7 +20,6 @@ namespace {
 using UpTile = Fp8Tile<kFp8MoeTilePairs, 2, 2, 4>;    // 165 KB of shared memory
 using DownTile = Fp8Tile<kFp8MoeTilePairs, 1, 2, 4>;  // 99 KB
 
-__device__ inline float silu_mul(float g, float up) { return g / (1.0f + expf(-g)) * up; }
 
 // The A side of a tile: rows r < count of the tile are `row_of(r)` of a
 // matrix of e4m3 rows of `ld` bytes with k-block-major scales (ld `scale_ld`).

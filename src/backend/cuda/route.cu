@@ -5,10 +5,9 @@
 //
 // The gate [E, H] is read once per group of 4 tokens by many blocks (the
 // GEMV core, gemv.cuh); each block then bumps a per-group counter and the
-// last one selects, one warp per token. Selection matches the CPU backend:
+// last one selects with all its threads. Selection matches the CPU backend:
 // scores and the weight sum in fp64, ties to the lower expert id.
 #include <cfloat>
-#include <climits>
 
 #include "backend/cuda/gemv.cuh"
 
@@ -19,59 +18,59 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kTokens = 4;   // tokens per gate pass (and per selection group)
 constexpr int kRows = 2;     // gate rows per warp group
-constexpr int kMaxExpertsPerLane = 16;  // E <= 512
+constexpr int kMaxExperts = 512;
+constexpr int kMaxPerThread = kTokens * kMaxExperts / kThreads;  // (token, expert) pairs per thread
 constexpr int kMaxTopK = 16;
 
-// Top-k of one token by a warp. logits: the token's [E] row, written by other
-// blocks of this launch (read through L2).
-__device__ void select_experts(const float* logits, const RouteArgs& a, int64_t E, int64_t t) {
-  const int lane = threadIdx.x % kWarp;
-  float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
+// Top-k of the group's T tokens by the whole block (the last one to finish
+// the gate product). One thread per (token, expert): sigmoid in fp64 and the
+// biased score into shared memory, then each expert's rank among its token's
+// E biased scores (larger first, ties to the lower id) places it; the k of
+// rank < top_k are the selection, in the CPU backend's order. (A single warp
+// walking the k maxima one after another took 20-25 us of dependent latency
+// on an H200; this is a few hundred cycles per thread, all warps at once.)
+// logits: [T, E], written by other blocks of this launch (read through L2).
+__device__ void select_experts(const float* logits, const RouteArgs& a, int64_t E, int64_t t0, int T) {
+  __shared__ float score[kTokens][kMaxExperts], biased[kTokens][kMaxExperts];
+  __shared__ float chosen[kTokens][kMaxTopK];
+  __shared__ int32_t chosen_id[kTokens][kMaxTopK];
+  const int n = T * static_cast<int>(E);
+  // Every load first, then the arithmetic (one round trip, not one per element).
+  float lg[kMaxPerThread], bias[kMaxPerThread];
 #pragma unroll
-  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-    const int64_t e = lane + kWarp * i;
-    score[i] = 0.0f, biased[i] = -FLT_MAX;
-    if (e < E) {
-      const double lg = __ldcg(logits + e);
-      score[i] = static_cast<float>(1.0 / (1.0 + exp(-lg)));
-      biased[i] = __fadd_rn(score[i], a.bias ? load_any(a.bias, a.bias_dtype, e) : 0.0f);  // selection only
-    }
+  for (int i = 0; i < kMaxPerThread; ++i) {
+    const int p = threadIdx.x + i * kThreads;
+    lg[i] = p < n ? __ldcg(logits + p) : 0.0f;
+    bias[i] = p < n && a.bias ? load_any(a.bias, a.bias_dtype, p % E) : 0.0f;
   }
-  uint32_t taken = 0;  // bit i: expert lane + 32 i already chosen
-  float chosen[kMaxTopK];
-  int32_t chosen_id[kMaxTopK];
 #pragma unroll
-  for (int j = 0; j < kMaxTopK; ++j) {
-    if (j >= a.top_k) break;
-    // This lane's best, then the warp's: larger biased score, then lower id.
-    float best = -FLT_MAX, best_score = 0.0f;
-    int best_id = INT_MAX;
-#pragma unroll
-    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      const int id = lane + kWarp * i;
-      if (id < E && !(taken >> i & 1u) && (biased[i] > best || (biased[i] == best && id < best_id)))
-        best = biased[i], best_score = score[i], best_id = id;
-    }
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o /= 2) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oid = __shfl_xor_sync(0xffffffffu, best_id, o);
-      if (ob > best || (ob == best && oid < best_id)) best = ob, best_id = oid;
-    }
-    chosen_id[j] = best_id;
-    chosen[j] = __shfl_sync(0xffffffffu, best_score, best_id % kWarp);
-    if (lane == best_id % kWarp) taken |= 1u << (best_id / kWarp);
+  for (int i = 0; i < kMaxPerThread; ++i) {
+    const int p = threadIdx.x + i * kThreads;
+    if (p >= n) break;
+    const float sc = static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(lg[i]))));
+    score[p / E][p % E] = sc;
+    const float b = __fadd_rn(sc, bias[i]);  // selection only; NaN ranks last
+    biased[p / E][p % E] = isnan(b) ? -FLT_MAX : b;
   }
-  if (lane != 0) return;
+  __syncthreads();
+  for (int p = threadIdx.x; p < n; p += kThreads) {
+    const int t = p / static_cast<int>(E), e = p % static_cast<int>(E);
+    const float mine = biased[t][e];
+    int rank = 0;
+    for (int o = 0; o < E; ++o) {
+      const float b = biased[t][o];
+      rank += b > mine || (b == mine && o < e);
+    }
+    if (rank < a.top_k) chosen[t][rank] = score[t][e], chosen_id[t][rank] = e;
+  }
+  __syncthreads();
+  if (threadIdx.x >= T) return;
+  const int t = threadIdx.x;
   double sum = 0;
-#pragma unroll
-  for (int j = 0; j < kMaxTopK; ++j)
-    if (j < a.top_k) sum += chosen[j];
-#pragma unroll
-  for (int j = 0; j < kMaxTopK; ++j) {
-    if (j >= a.top_k) break;
-    a.expert_ids[t * a.top_k + j] = chosen_id[j];
-    a.weights[t * a.top_k + j] = static_cast<float>(chosen[j] / sum * static_cast<double>(a.scaling));
+  for (int j = 0; j < a.top_k; ++j) sum += chosen[t][j];
+  for (int j = 0; j < a.top_k; ++j) {
+    a.expert_ids[(t0 + t) * a.top_k + j] = chosen_id[t][j];
+    a.weights[(t0 + t) * a.top_k + j] = static_cast<float>(chosen[t][j] / sum * static_cast<double>(a.scaling));
   }
 }
 
@@ -122,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (warp < T) select_experts(a.logits + (t0 + warp) * E, a, E, t0 + warp);
+  select_experts(a.logits + t0 * E, a, E, t0, T);
   if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next launch
 }
 
@@ -145,7 +144,7 @@ cudaError_t launch_typed(const RouteArgs& a, int num_sms, cudaStream_t stream) {
 int64_t route_counter_count(int64_t T) { return ceil_div(T, kTokens); }
 
 cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream) {
-  if (a.gate.rows > kWarp * kMaxExpertsPerLane || a.top_k > kMaxTopK || a.top_k > a.gate.rows ||
+  if (a.gate.rows > kMaxExperts || a.top_k > kMaxTopK || a.top_k > a.gate.rows ||
       !gemv_compatible(a.gate))
     return cudaErrorInvalidValue;
   switch (a.gate.dtype) {

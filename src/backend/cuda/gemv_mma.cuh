@@ -1,0 +1,264 @@
+// Few-token products with FP8 weights on tensor cores (decode): W [N, K]
+// e4m3 with 128 x 128 block scales streamed once from HBM, fp32 activations
+// [T <= 8, K], fp32 results.
+//
+// Why tensor cores at one token: the SIMT core (gemv.cuh) spends ~5
+// instructions per 2 weights (fp8 -> f16 -> f32 conversions, then FMAs); on
+// an H200 that made the q|k|v and o_proj GEMVs issue-bound at ~32 % of the
+// copy rate (Nsight Compute: 0.52 issued per scheduler-cycle while active).
+// Here a weight pair is one cvt (e4m3x2 -> f16x2, exact) and the products are
+// mma.sync m16n8k16 (f16 in, f32 accumulate): ~1.3 instructions per 2 weights.
+//
+// Precision: the activations enter as f16 hi + lo (x · 2^e_t = hi + lo, e_t a
+// power of two per token chosen so that max |x| · 2^e_t lies in [2^14, 2^15):
+// no overflow, |x · 2^e_t - hi - lo| <= 2^-22 |x · 2^e_t| + 2^-25), so the
+// product keeps ~fp32 accuracy; the weights are exact in f16; the mma sums in
+// fp32. The result is multiplied by 2^-e_t (exact).
+//
+// Fragment mapping (PTX ISA, mma.m16n8k16 .f16): lane = 4 g + t. The weights
+// are operand B (k x n = 16 columns x 8 rows): lane (g, t) holds weight row g.
+// The activations are operand A (m x k = 16 tokens x 16 columns): lane (g, t)
+// holds token g (tokens 8..15 are absent: a1 = a3 = 0). The dot product does
+// not care which physical columns form an mma's k = 16, as long as A and B
+// agree: lane (g, t) takes 16-byte chunk 4 s + t of its row at 64-column step
+// s (one coalesced 64-byte segment per row), and its word j (columns
+// 16 (4 s + t) + 4 j .. + 3) becomes the mma's k = {2t, 2t+1, 2t+8, 2t+9};
+// the staged activations are laid out so that the same lane reads the same
+// columns of its token. The result (C) holds token g x rows 2t, 2t + 1.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cfloat>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace m2::cuda {
+
+constexpr int kMmaWarps = 16;  // one block of 512 threads per SM
+constexpr int kMmaThreads = kMmaWarps * kWarp;
+constexpr int kMmaMaxTokens = 8;
+constexpr int kMmaTileRows = 8;   // weight rows per warp item
+constexpr int kMmaStepCols = 64;  // columns per warp step (4 lanes x 16 bytes per row)
+constexpr int kMmaU = 4;          // steps per load group (double-buffered: ~3 KB in flight per warp)
+
+// Staged activations: per token, per 16-column chunk c, 16 u32 (64 bytes):
+// words 0..7 the f16x2 hi values of columns 16 c + 2 i, 2 i + 1, words 8..15
+// the lo values. uint4 row stride: K / 4.
+__host__ __device__ constexpr int64_t mma_staged_bytes(int64_t T, int64_t K) { return T * K * 4; }
+
+__device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+}
+
+// d += A (16 x 16 f16) · B (16 x 8 f16), fp32; A's rows 8..15 are zero.
+__device__ inline void mma_f16_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+// Stages T <= kMmaMaxTokens rows of K fp32 (row t at row(t), 16-byte
+// aligned, K % 16 == 0) as hi + lo (layout above) and descale[t] = 2^-e_t.
+// All threads of the block; ends with __syncthreads().
+template <class RowPtr>
+__device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, RowPtr row) {
+  __shared__ float max_of_warp[kMmaWarps];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int per_token = kMmaWarps / T;  // warps per token (T <= 8: at least 2)
+  const int tok = warp / per_token, part = warp % per_token;
+  const int64_t n4 = K / 4;
+  constexpr int kBatch = 8;
+  // 1. max |x| of each token (loads issued in batches before use).
+  float m = 0.0f;
+  if (tok < T) {
+    const float4* src = reinterpret_cast<const float4*>(row(tok));
+    for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
+        v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) m = fmaxf(m, fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w))));
+    }
+  }
+  m = warp_max(m);
+  if (lane == 0) max_of_warp[warp] = m;
+  __syncthreads();
+  if (tok >= T) {
+    __syncthreads();
+    return;
+  }
+  float tm = 0.0f;
+  for (int p = 0; p < per_token; ++p) tm = fmaxf(tm, max_of_warp[tok * per_token + p]);
+  // 2^e with tm · 2^e in [2^14, 2^15); zero, inf or NaN rows: e = 0.
+  int e = 0;
+  if (tm > 0.0f && tm <= FLT_MAX) e = min(max(14 - ilogbf(tm), -126), 126);
+  const float up = ldexpf(1.0f, e);
+  if (part == 0 && lane == 0) descale[tok] = ldexpf(1.0f, -e);
+  // 2. hi + lo of x · 2^e (float4 i -> chunk i / 4, words 2 (i % 4), + 1).
+  const float4* src = reinterpret_cast<const float4*>(row(tok));
+  uint32_t* dst = reinterpret_cast<uint32_t*>(xs) + static_cast<int64_t>(tok) * K;
+  for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
+      v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
+      if (i >= n4) break;
+      const float2 x01 = make_float2(v[b].x * up, v[b].y * up), x23 = make_float2(v[b].z * up, v[b].w * up);
+      const __half2 h01 = __float22half2_rn(x01), h23 = __float22half2_rn(x23);
+      const float2 f01 = __half22float2(h01), f23 = __half22float2(h23);
+      const __half2 l01 = __float22half2_rn(make_float2(x01.x - f01.x, x01.y - f01.y));
+      const __half2 l23 = __float22half2_rn(make_float2(x23.x - f23.x, x23.y - f23.y));
+      uint32_t* c = dst + (i / 4) * 16 + 2 * (i % 4);
+      *reinterpret_cast<uint2*>(c) = make_uint2(*reinterpret_cast<const uint32_t*>(&h01), *reinterpret_cast<const uint32_t*>(&h23));
+      *reinterpret_cast<uint2*>(c + 8) =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&l01), *reinterpret_cast<const uint32_t*>(&l23));
+    }
+  }
+  __syncthreads();
+}
+
+// One warp: acc (C fragment: token g x weight rows 2t, 2t + 1 of the tile)
+// += the tile's product over 64-column steps [s0, s1) (both even: a pair of
+// steps is one 128-column scale block). w: the tile's first row (row stride
+// K bytes), `rows` of its 8 rows exist; sc: the tile's scale row (one fp32
+// per 128 columns); xs: staged activations of token 0 (token g at
+// xs + g * K / 4), T tokens.
+__device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const float* sc, int s0, int s1,
+                                    const uint4* xs, int T, float (&acc)[4]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const bool row_ok = g < rows, tok_ok = g < T;
+  const uint8_t* wp = w + g * K + t * 16;
+  const uint4* xp = xs + g * (K / 4) + t * 4;  // chunk 4 s + t of token g: xp + 16 s
+  struct Group {
+    uint4 w[kMmaU];
+    float sc[kMmaU / 2];
+  };
+  auto issue = [&](Group& G, int s) {
+#pragma unroll
+    for (int u = 0; u < kMmaU; ++u)
+      G.w[u] = row_ok && s + u < s1 ? load_stream(wp + static_cast<int64_t>(s + u) * kMmaStepCols) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int p = 0; p < kMmaU / 2; ++p) G.sc[p] = s + 2 * p < s1 ? __ldg(sc + (s + 2 * p) / 2) : 0.0f;
+  };
+  auto use = [&](const Group& G, int s) {
+#pragma unroll
+    for (int p = 0; p < kMmaU / 2; ++p) {
+      if (s + 2 * p >= s1) continue;
+      float ch[4] = {0.f, 0.f, 0.f, 0.f}, cl[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int step = s + 2 * p + h;
+        uint4 x4[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) x4[q] = tok_ok ? xp[step * 16 + q] : make_uint4(0, 0, 0, 0);
+        const uint4 wv = G.w[2 * p + h];
+        const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+        const uint32_t hi[8] = {x4[0].x, x4[0].y, x4[0].z, x4[0].w, x4[1].x, x4[1].y, x4[1].z, x4[1].w};
+        const uint32_t lo[8] = {x4[2].x, x4[2].y, x4[2].z, x4[2].w, x4[3].x, x4[3].y, x4[3].z, x4[3].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t b0 = e4m3x2_to_f16x2(words[j]), b1 = e4m3x2_to_f16x2(words[j] >> 16);
+          mma_f16_rows8(ch, hi[2 * j], hi[2 * j + 1], b0, b1);
+          mma_f16_rows8(cl, lo[2 * j], lo[2 * j + 1], b0, b1);
+        }
+      }
+      acc[0] = fmaf(ch[0] + cl[0], G.sc[p], acc[0]);
+      acc[1] = fmaf(ch[1] + cl[1], G.sc[p], acc[1]);
+    }
+  };
+  Group a, b;  // two named buffers: registers cannot be indexed by a runtime stage
+  issue(a, s0);
+  for (int s = s0; s < s1; s += 2 * kMmaU) {
+    if (s + kMmaU < s1) issue(b, s + kMmaU);
+    use(a, s);
+    if (s + kMmaU >= s1) break;
+    if (s + 2 * kMmaU < s1) issue(a, s + 2 * kMmaU);
+    use(b, s + kMmaU);
+  }
+}
+
+// The work split of a launch: `tiles` items of 8 weight rows, each cut into
+// `splits` parts (K ranges, matrices or experts) that the warps of one group
+// (splits consecutive warps of a block) compute together and sum in a fixed
+// order. Tile i goes to block i % blocks (every SM gets the same share, +-1)
+// and a block runs its tiles kMmaWarps / splits at a time, one per group:
+// round r of group q is tile (r * groups + q) * blocks + blockIdx.x.
+struct MmaSplit {
+  int splits = 1;
+  int blocks = 1;
+};
+
+__device__ inline int64_t mma_tile_of(int64_t round, int group, int groups) {
+  return (round * groups + group) * gridDim.x + blockIdx.x;
+}
+
+// Among split counts fixed * k (k a power of two, k <= max_k_splits, whole
+// 128-column scale blocks per part, at most kMmaWarps warps per group), the
+// one with the fewest steps per warp (rounds x steps per part; ties: fewer
+// splits). steps: 64-column steps of one tile for one of the `fixed`
+// mandatory parts (experts, matrices). A function of the shape and the GPU
+// only, so a token's result does not depend on its batch.
+inline MmaSplit choose_mma_split(int64_t tiles, int64_t steps, int fixed, int max_k_splits, int num_sms) {
+  MmaSplit best;
+  best.blocks = static_cast<int>(tiles < num_sms ? tiles : num_sms);
+  const int64_t per_block = (tiles + best.blocks - 1) / best.blocks;
+  int64_t best_cost = -1;
+  for (int k = 1; k <= max_k_splits && fixed * k <= kMmaWarps; k *= 2) {
+    if ((steps / 2) % k != 0) continue;
+    const int s = fixed * k, groups = kMmaWarps / s;
+    const int64_t rounds = (per_block + groups - 1) / groups, cost = rounds * (steps / k);
+    if (best_cost < 0 || cost < best_cost) best_cost = cost, best.splits = s;
+  }
+  return best;
+}
+
+// Asks L2 for steps [s0, s1) of a tile's `rows` rows (one bulk prefetch per
+// row, no registers held): the warp's next tile streams in while it works on
+// this one.
+__device__ inline void mma_prefetch(const uint8_t* w, int64_t K, int rows, int s0, int s1) {
+  const int lane = threadIdx.x % kWarp;
+  if (lane % 4 == 0 && lane / 4 < rows)
+    prefetch_l2(w + (lane / 4) * K + static_cast<int64_t>(s0) * kMmaStepCols,
+                static_cast<uint32_t>((s1 - s0) * kMmaStepCols));
+}
+
+// Split sums of a group of warps, through shared memory part[warp][64]
+// (token g x row 2t + r of the tile at [8 g + 2 t + r]), in split order
+// (deterministic). Every warp of the group: mma_group_publish; then any of
+// them reads sums with mma_parts_sum; then all: mma_group_release (before
+// part is written again). Named barrier 1 + group per group.
+__device__ inline void mma_group_barrier(int splits) {
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + static_cast<int>(threadIdx.x / kWarp) / splits), "r"(splits * kWarp)
+               : "memory");
+}
+__device__ inline void mma_group_publish(const float (&acc)[4], int splits, float (*part)[64]) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  *reinterpret_cast<float2*>(&part[warp][8 * (lane / 4) + 2 * (lane % 4)]) = make_float2(acc[0], acc[1]);
+  mma_group_barrier(splits);
+}
+// Σ_{i in [from, to)} part[first + i] for this lane's two values.
+__device__ inline float2 mma_parts_sum(const float (*part)[64], int first, int from, int to) {
+  const int lane = threadIdx.x % kWarp, at = 8 * (lane / 4) + 2 * (lane % 4);
+  float2 s = make_float2(0.f, 0.f);
+  for (int i = from; i < to; ++i) {
+    const float2 p = *reinterpret_cast<const float2*>(&part[first + i][at]);
+    s.x += p.x, s.y += p.y;
+  }
+  return s;
+}
+__device__ inline void mma_group_release(int splits) { mma_group_barrier(splits); }
+
+}  // namespace m2::cuda
