@@ -3,7 +3,7 @@
 // execution. Bounds as in cuda_ops_test.cpp: norms and RoPE ~1 ulp (fp64
 // statistics on both sides), products 2e-5 (fp32 sums in another order),
 // bf16 cache entries one bf16 ulp (2^-8 relative) since their fp32 inputs
-// may differ by an ulp.
+// may differ by an ulp; FP8 cache bytes exactly, given the same rotated k.
 #include <cstdlib>
 #include <numeric>
 
@@ -134,6 +134,91 @@ TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
     EXPECT_LE(rel_error(decode(gbytes.data()), decode(cpu_bytes.data())), tol) << "cached k, " << what;
     EXPECT_EQ(0, std::memcmp(gbytes.data() + layer_bytes, cpu_bytes.data() + layer_bytes, layer_bytes))
         << "cached v (a plain conversion), " << what;
+  }
+}
+
+// The fused step into an FP8 cache quantises the rotated k and v itself:
+// codes and per (token, kv head) scales byte for byte the CPU backend's
+// kv_store of the same rotated k (the GPU's own, since the rotation may
+// differ from the CPU's by an ulp) and v, and those of the unfused GPU path
+// (qk_norm_rope, then kv_store's kv_store_fp8_kernel). Head rows (head_dim
+// / 4 threads) that are one aligned warp (head_dim 128 after q_dim 6144),
+// two to a warp (64), half a warp from lane 16 (64 after q_dim 192), and
+// across two warps (96 after q_dim 576, from warp 4 lane 16); v heads of
+// zeros (scale 1), tiny and huge magnitudes, and
+// amax 448 (scale 1) with values exactly between two e4m3 codes (round to
+// even) and signed zeros; a k head of zeros.
+TEST_F(Fused, QkNormRopeStoreIntoFp8CacheIsBitIdenticalToCpu) {
+  HostTensors h(14);
+  struct Case { int heads, kv_heads, hd, rot; };
+  for (const Case& c : {Case{48, 8, 128, 64}, Case{4, 2, 64, 32}, Case{3, 1, 64, 32}, Case{6, 2, 96, 64}}) {
+    ModelWeights w;
+    w.layers.resize(1);
+    w.layers[0].q_norm = h.store(h.randn(c.heads * c.hd, 0.2f), DType::kBF16, Shape{c.heads * c.hd});
+    w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
+    prepare(w);
+    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+    const int64_t T = static_cast<int64_t>(pos.size());
+    const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
+    auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);
+    std::fill(k.begin() + (T - 1) * kv_dim, k.begin() + (T - 1) * kv_dim + c.hd, 0.0f);
+    const float ties[] = {1.0625f, 1.1875f, 0.0009765625f, 0.0029296875f, 0.0087890625f, -1.0625f, -0.0009765625f, 272.0f};
+    for (int64_t t = 0; t < T; ++t) {
+      for (int hh = 0; hh < c.kv_heads; ++hh) {
+        float* r = v.data() + t * kv_dim + static_cast<int64_t>(hh) * c.hd;
+        switch ((t + hh) % 4) {
+          case 0: std::fill(r, r + c.hd, 0.0f); break;
+          case 1: for (int d = 0; d < c.hd; ++d) r[d] *= (d % 2 ? 1e-3f : 300.0f); break;
+          case 2:
+            for (int d = 0; d < c.hd; ++d) r[d] = ties[d % 8] * (d % 16 < 8 ? 1.0f : 0.5f);
+            r[0] = -448.0f, r[1] = -0.0f;
+            break;
+          default: r[3] = -0.0f; break;
+        }
+      }
+    }
+    KvCacheShape s;
+    s.num_layers = 1, s.num_kv_heads = c.kv_heads, s.head_dim = c.hd, s.block_size = 4, s.num_blocks = 4;
+    s.dtype = DType::kF8E4M3;
+    const size_t bytes = KvCache::storage_bytes(s);
+    const std::vector<uint8_t> zeros(bytes, 0);  // the 10 unwritten slots stay zero in all three
+    KvCache fused(s, gpu_->allocate(bytes)), unfused(s, gpu_->allocate(bytes));
+    gpu_->copy_from_host(zeros.data(), fused.k_base(0), bytes);
+    gpu_->copy_from_host(zeros.data(), unfused.k_base(0), bytes);
+    std::vector<uint8_t> cpu_bytes = zeros;
+    KvCache ccache(s, std::shared_ptr<void>(cpu_bytes.data(), [](void*) {}));
+    const std::vector<int64_t> slots = {13, 2, 7, 0, 15, 9};
+    const RopeParams rope{c.hd, c.rot, 5e6};
+    const TensorView &qn = w.layers[0].q_norm, &kn = w.layers[0].k_norm;
+    Act gq = to_gpu(q, T), gk = to_gpu(k, T), gv = to_gpu(v, T);
+    gpu_->qk_norm_rope_store(gq, gk, gv, qn, kn, 1e-6f, pos, rope, fused, 0, slots);
+    Act uq = to_gpu(q, T), uk = to_gpu(k, T);
+    gpu_->qk_norm_rope(uq, uk, qn, kn, 1e-6f, pos, rope);
+    gpu_->kv_store(unfused, 0, uk, gv, slots);
+    std::vector<float> rotated_k = to_host(gk);
+    cpu_->kv_store(ccache, 0, host_act(rotated_k, T), host_act(v, T), slots);
+    cpu_->qk_norm_rope(host_act(q, T), host_act(k, T), qn, kn, 1e-6f, pos, rope);
+    const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " head_dim " +
+                             std::to_string(c.hd);
+    EXPECT_LE(rel_error(to_host(gq), q), 1e-6) << "q, " << what;
+    EXPECT_LE(rel_error(rotated_k, k), 1e-6) << "k, " << what;
+    // Codes of K, then V, then the K and V scales (KvCache's layout).
+    auto expect_bytes = [&](const KvCache& cache, const std::vector<uint8_t>& want, const char* against) {
+      std::vector<uint8_t> got(bytes);
+      gpu_->copy_to_host(cache.k_base(0), got.data(), bytes);
+      size_t differing = 0, first = bytes;
+      for (size_t i = 0; i < bytes; ++i) {
+        if (got[i] == want[i]) continue;
+        if (differing++ == 0) first = i;
+      }
+      EXPECT_EQ(differing, 0u) << "cache bytes differing from " << against << ", " << what << "; the first at byte "
+                               << first << " of " << bytes << " (codes: " << 2 * s.num_blocks * s.block_bytes()
+                               << " bytes, then scales)";
+    };
+    expect_bytes(fused, cpu_bytes, "the CPU's kv_store");
+    std::vector<uint8_t> unfused_bytes(bytes);
+    gpu_->copy_to_host(unfused.k_base(0), unfused_bytes.data(), bytes);
+    expect_bytes(fused, unfused_bytes, "qk_norm_rope + kv_store on the GPU");
   }
 }
 

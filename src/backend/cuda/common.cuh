@@ -112,6 +112,23 @@ __device__ inline double warp_sum(double v) {
   return v;
 }
 
+// One kv head's row of an FP8 cache, written by one warp (`lane` its lane):
+// scale = amax / 448 (1 for an all-zero head) to *scale and codes
+// e4m3(x / scale) with IEEE division and RNE, saturating conversion, to
+// dst [head_dim]. The CPU backend's kv_store bit for bit (fmaxf, like
+// std::max there, skips NaN in the amax; the max is exact, so the order of
+// the reduction does not matter). x may be in global or shared memory. Both
+// FP8 cache writers (kv_store_fp8_kernel, the fused QK kernel) call this.
+__device__ inline void store_fp8_head(const float* x, int head_dim, uint8_t* dst, float* scale, int lane) {
+  float amax = 0.0f;
+  for (int d = lane; d < head_dim; d += kWarp) amax = fmaxf(amax, fabsf(x[d]));
+  amax = warp_max(amax);
+  const float sc = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+  if (lane == 0) *scale = sc;
+  for (int d = lane; d < head_dim; d += kWarp)
+    dst[d] = __nv_cvt_float_to_fp8(__fdiv_rn(x[d], sc), __NV_SATFINITE, __NV_E4M3);
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every
 // thread gets the result. `scratch` holds 32 doubles.
 __device__ inline double block_sum(double v, double* scratch) {

@@ -220,7 +220,9 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_no
                                      float eps, std::span<const int32_t> positions, const RopeParams& rope,
                                      KvCache& cache, int layer, std::span<const int64_t> slots) {
   const KvCacheShape& s = cache.shape();
-  if (s.scaled() || v.cols != k.cols || s.token_elems() != k.cols) {  // FP8 caches quantise in kv_store
+  // The kernel takes an FP8 cache's scales per rope head (its cache rows
+  // need only the row width).
+  if (v.cols != k.cols || s.token_elems() != k.cols || (s.scaled() && s.head_dim != rope.head_dim)) {
     Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, positions, rope, cache, layer, slots);
     return;
   }
@@ -232,6 +234,7 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_no
   a.v = v.data;
   a.slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.cache_dtype = s.dtype;
+  a.k_scales = cache.k_scales(layer), a.v_scales = cache.v_scales(layer);  // FP8 only (null otherwise)
   check(launch_qk_norm_rope(a, stream_), "qk_norm_rope_store", [&] {
     return fmt::format("qk_norm_rope_store of q {}, k {}, v {} into a {} cache (layer {}, head_dim {}, rotary_dim {})",
                        shape(q), shape(k), shape(v), dtype_name(s.dtype), layer, rope.head_dim, rope.rotary_dim);

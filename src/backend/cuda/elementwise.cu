@@ -132,10 +132,7 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
-// FP8 rows: one warp per (token, K or V, kv head). scale = amax / 448 (1 for
-// an all-zero head) and codes e4m3(x / scale) with IEEE division and RNE,
-// saturating conversion: the CPU backend's kv_store bit for bit (fmaxf, like
-// std::max there, skips NaN in the amax).
+// FP8 rows: one warp per (token, K or V, kv head), store_fp8_head.
 __global__ void kv_store_fp8_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                     const int64_t* __restrict__ slots, int kv_heads, int head_dim, uint8_t* k_cache,
                                     uint8_t* v_cache, float* k_scales, float* v_scales) {
@@ -145,15 +142,10 @@ __global__ void kv_store_fp8_kernel(const float* __restrict__ k, const float* __
   for (int job = warp; job < 2 * kv_heads; job += blockDim.x / kWarp) {
     const bool is_v = job >= kv_heads;
     const int h = is_v ? job - kv_heads : job;
-    const float* x = (is_v ? v : k) + blockIdx.x * row_elems + static_cast<int64_t>(h) * head_dim;
-    uint8_t* dst = (is_v ? v_cache : k_cache) + slot * row_elems + static_cast<int64_t>(h) * head_dim;
-    float amax = 0.0f;
-    for (int d = lane; d < head_dim; d += kWarp) amax = fmaxf(amax, fabsf(x[d]));
-    amax = warp_max(amax);
-    const float sc = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
-    if (lane == 0) (is_v ? v_scales : k_scales)[slot * kv_heads + h] = sc;
-    for (int d = lane; d < head_dim; d += kWarp)
-      dst[d] = __nv_cvt_float_to_fp8(__fdiv_rn(x[d], sc), __NV_SATFINITE, __NV_E4M3);
+    const int64_t off = static_cast<int64_t>(h) * head_dim;
+    store_fp8_head((is_v ? v : k) + blockIdx.x * row_elems + off, head_dim,
+                   (is_v ? v_cache : k_cache) + slot * row_elems + off, (is_v ? v_scales : k_scales) + slot * kv_heads + h,
+                   lane);
   }
 }
 

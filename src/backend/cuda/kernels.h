@@ -85,11 +85,16 @@ struct QkNormRopeArgs {
   int head_dim = 0, rotary_dim = 0;
   double inv_freq[kQkMaxHalfRotary] = {};  // theta^(-2i / rotary_dim), i < rotary_dim / 2
   // Optional fused KV store (slots null: none): rotated k and v [T, kv_dim]
-  // to cache rows of kv_dim elements of cache_dtype (F32 or BF16) at slots[t].
+  // to cache rows of kv_dim elements of cache_dtype (F32, BF16 or F8_E4M3) at
+  // slots[t], with launch_kv_store's conversions and bytes; F8_E4M3 also
+  // writes the per (token, kv head) scales [slot * kv_heads + head]
+  // (kv_heads = kv_dim / head_dim) to k_scales / v_scales.
   const float* v = nullptr;
   const int64_t* slots = nullptr;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
+  float* k_scales = nullptr;
+  float* v_scales = nullptr;
   DType cache_dtype = DType::kBF16;
 };
 cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);

@@ -2,7 +2,11 @@
 // of q [q_dim] and k [kv_dim] (one mean of squares over all heads, spec
 // §2.2c), partial NeoX RoPE on the first rotary_dim dims of every head, and
 // (when slots are given) the write of the rotated k and of v into the paged
-// cache.
+// cache: F32 and BF16 rows element by element, FP8 rows (with their per
+// (token, kv head) scales) after the rotated k and v are staged in shared
+// memory, one warp per (K or V, kv head) as kv_store does it
+// (store_fp8_head, the same code as launch_kv_store's), so that no separate
+// kv_store launch follows for any cache dtype.
 //
 // The token's q and k rows are read once, all loads in flight together (a
 // loop of dependent loads made this a 23 µs kernel at batch 1), staged in
@@ -28,7 +32,10 @@ constexpr int kLoads = 4;  // float4 per thread held in registers (q_dim + kv_di
 
 template <DType KT>
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a) {
-  extern __shared__ float4 row4[];  // [(q_dim + kv_dim) / 4]: q then k, normalised, before rotation
+  // [(q_dim + kv_dim) / 4]: q then k, normalised, before rotation; FP8 caches:
+  // then v [kv_dim / 4], and k is overwritten by the rotated k once every
+  // rotation has read its partner dims.
+  extern __shared__ float4 row4[];
   __shared__ double scratch[kWarp];
   __shared__ float cs[2 * kQkMaxHalfRotary];  // cos θ_i, then sin θ_i
   const int64_t t = blockIdx.x;
@@ -63,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
                           load_any(norm, nd, j + 3));
     }
   }
-  const bool store_v = KT != DType::kF8E4M3 && a.slots && threadIdx.x < a.kv_dim / 4;
+  const bool store_v = a.slots && threadIdx.x < a.kv_dim / 4;
   const float4 vv = store_v ? reinterpret_cast<const float4*>(a.v + t * a.kv_dim)[threadIdx.x] : make_float4(0.f, 0.f, 0.f, 0.f);
   const int64_t slot_base = a.slots ? a.slots[t] * a.kv_dim : -1;
   const int half = a.rotary_dim / 2;
@@ -103,7 +110,8 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
   }
   __syncthreads();
 
-  // Phase 2: rotate, write back in place and, for k, into the cache slot.
+  // Phase 2: rotate, write back in place and, for k into an F32 or BF16
+  // cache, into the cache slot.
   const float* row = reinterpret_cast<const float*>(row4);
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
@@ -123,7 +131,8 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
         out[e] = row[j];
       }
     }
-    *src(c) = make_float4(out[0], out[1], out[2], out[3]);
+    v[i] = make_float4(out[0], out[1], out[2], out[3]);
+    *src(c) = v[i];
     if constexpr (KT != DType::kF8E4M3) {
       if (c >= nq4 && slot_base >= 0) {
         const int64_t dst = slot_base + 4ll * (c - nq4);
@@ -138,6 +147,32 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
 #pragma unroll
       for (int e = 0; e < 4; ++e) Stored<KT>::store1(a.v_cache, slot_base + 4ll * threadIdx.x + e, ve[e]);
     }
+  } else {
+    // FP8 (only launched with slots): a kv head's scale needs the amax of its
+    // whole row, which is spread over head_dim / 4 threads (not always one
+    // warp's, nor aligned to one), so the rotated k and v go through shared
+    // memory to one warp per (K or V, kv head).
+    __syncthreads();  // every rotation has read its partner dims from the staged k
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      if (c >= nq4 && c < n4) row4[c] = v[i];
+    }
+    if (store_v) row4[n4 + threadIdx.x] = vv;
+    __syncthreads();
+    const float* kr = row + 4 * nq4;
+    const float* vr = row + 4 * n4;
+    const int kv_heads = static_cast<int>(a.kv_dim / a.head_dim);
+    const int64_t slot = a.slots[t];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    for (int job = warp; job < 2 * kv_heads; job += kThreads / kWarp) {
+      const bool is_v = job >= kv_heads;
+      const int h = is_v ? job - kv_heads : job;
+      const int64_t off = static_cast<int64_t>(h) * a.head_dim;
+      store_fp8_head((is_v ? vr : kr) + off, a.head_dim,
+                     static_cast<uint8_t*>(is_v ? a.v_cache : a.k_cache) + slot_base + off,
+                     (is_v ? a.v_scales : a.k_scales) + slot * kv_heads + h, lane);
+    }
   }
 }
 
@@ -148,9 +183,12 @@ cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
       a.head_dim % 4 != 0 || a.q_dim % a.head_dim != 0 || a.kv_dim % a.head_dim != 0 ||
       a.q_dim + a.kv_dim > 4ll * kLoads * kThreads || a.kv_dim > 4ll * kThreads)
     return cudaErrorInvalidValue;
-  const size_t smem = static_cast<size_t>(a.q_dim + a.kv_dim) * sizeof(float);
+  const DType cache = a.slots ? a.cache_dtype : DType::kF32;
+  if (cache == DType::kF8E4M3 && (!a.k_scales || !a.v_scales)) return cudaErrorInvalidValue;
+  const int64_t staged = a.q_dim + a.kv_dim + (cache == DType::kF8E4M3 ? a.kv_dim : 0);  // floats
+  const size_t smem = static_cast<size_t>(staged) * sizeof(float);
   const unsigned grid = static_cast<unsigned>(a.T);
-  switch (a.slots ? a.cache_dtype : DType::kF32) {
+  switch (cache) {
     case DType::kBF16: {
       cudaError_t e = allow_dynamic_smem(qk_norm_rope_kernel<DType::kBF16>, smem);
       return e != cudaSuccess ? e : launch_pdl(qk_norm_rope_kernel<DType::kBF16>, grid, kThreads, smem, stream, a);
@@ -159,7 +197,11 @@ cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
       cudaError_t e = allow_dynamic_smem(qk_norm_rope_kernel<DType::kF32>, smem);
       return e != cudaSuccess ? e : launch_pdl(qk_norm_rope_kernel<DType::kF32>, grid, kThreads, smem, stream, a);
     }
-    default: return cudaErrorInvalidValue;  // FP8 caches: launch_kv_store after this kernel
+    case DType::kF8E4M3: {
+      cudaError_t e = allow_dynamic_smem(qk_norm_rope_kernel<DType::kF8E4M3>, smem);
+      return e != cudaSuccess ? e : launch_pdl(qk_norm_rope_kernel<DType::kF8E4M3>, grid, kThreads, smem, stream, a);
+    }
+    default: return cudaErrorInvalidValue;
   }
 }
 
