@@ -436,7 +436,7 @@ struct Runner {
   void run() { CHECK_CUTLASS(gemm.run()); }
 };
 
-// Max relative error of groups (several experts, the largest and the
+// Normwise error of groups (several experts, the largest and the
 // smallest among them) of d against the reference, which reads the scales in
 // our [K / 128, P] layout sa (so it checks gather_sfa too); false above 1e-3,
 // with a description of the first failing group.
@@ -465,27 +465,29 @@ bool check(const char* what, const Routing& r, const GroupArgs& g, int N, int K,
     CHECK_CUDA(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(hd.data(), d + row0 * N, hd.size() * 4, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaFree(ref));
-    // Relative to |ref|, floored at 1e-3 of the group's largest |ref| (a
-    // sum of random products can land near zero).
+    // Normwise: max |d - ref| over the group's largest |ref|. Hopper's FP8
+    // tensor cores add the products of a k block with less than fp32
+    // precision (the first run measured ~1e-4 of the largest output, the
+    // same for every element), so an elementwise relative error is
+    // meaningless on outputs near zero; a wrong layout is off by O(1).
     double amax = 0;
     for (float v : hr) amax = std::max(amax, std::fabs(static_cast<double>(v)));
     double err = 0;
     for (size_t j = 0; j < hr.size(); ++j) {
-      const double den = std::max(std::fabs(static_cast<double>(hr[j])), 1e-3 * amax);
-      if (!(std::fabs(hd[j] - hr[j]) <= err * den)) err = std::fabs(hd[j] - hr[j]) / den;
+      if (!(std::fabs(hd[j] - hr[j]) <= err * amax)) err = std::fabs(hd[j] - hr[j]) / amax;
       if (std::isnan(hd[j])) err = INFINITY;
     }
     if (amax == 0) err = INFINITY;  // all-zero output: the kernel did nothing
     worst = std::max(worst, err);
     if (!(err <= 1e-3) && !described) {
-      std::printf("  expert %d (group %d of %d, rows %lld..%lld of D): max rel err %.2e\n", e, i, g.groups,
+      std::printf("  expert %d (group %d of %d, rows %lld..%lld of D): max err %.2e of max |ref|\n", e, i, g.groups,
                   static_cast<long long>(row0), static_cast<long long>(row0 + M - 1), err);
       m2bench::describe_mismatch(hd, hr, M, N, amax, 1e-3);
       described = true;
     }
   }
   const bool ok = worst <= 1e-3;
-  std::printf("  check %-28s T=%-5lld %d experts checked: max rel err %.2e %s\n", what, static_cast<long long>(r.T),
+  std::printf("  check %-28s T=%-5lld %d experts checked: max err %.2e of max |ref| %s\n", what, static_cast<long long>(r.T),
               static_cast<int>(picks.size()), worst, ok ? "ok" : "FAIL");
   return ok;
 }
@@ -647,7 +649,7 @@ int main(int argc, char** argv) {
     std::printf("%-40s %6lld %10.1f %9.1f %7.1f%%\n", r.name.c_str(), static_cast<long long>(r.T), r.us,
                 r.flops / r.us / 1e6, peak > 0 ? 100.0 * r.flops / (r.us * 1e-6) / peak : 0.0);
   if (failures > 0) {
-    std::fprintf(stderr, "FAIL: %d CUTLASS configuration(s) differ from the reference (limit 1e-3 relative)\n",
+    std::fprintf(stderr, "FAIL: %d CUTLASS configuration(s) differ from the reference (limit 1e-3 of the largest output)\n",
                  failures);
     return 1;
   }

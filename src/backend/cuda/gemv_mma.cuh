@@ -41,17 +41,11 @@ constexpr int kMmaThreads = kMmaWarps * kWarp;
 constexpr int kMmaMaxTokens = 8;
 constexpr int kMmaTileRows = 8;   // weight rows per warp item
 constexpr int kMmaStepCols = 64;  // columns per warp step (4 lanes x 16 bytes per row)
-constexpr int kMmaU = 4;          // steps per load group (double-buffered: ~3 KB in flight per warp)
 
 // Staged activations: per token, per 16-column chunk c, 16 u32 (64 bytes):
 // words 0..7 the f16x2 hi values of columns 16 c + 2 i, 2 i + 1, words 8..15
 // the lo values. uint4 row stride: K / 4.
 __host__ __device__ constexpr int64_t mma_staged_bytes(int64_t T, int64_t K) { return T * K * 4; }
-
-__device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
-}
 
 // d += A (16 x 16 f16) · B (16 x 8 f16), fp32; A's rows 8..15 are zero.
 __device__ inline void mma_f16_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
@@ -130,47 +124,57 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
   __syncthreads();
 }
 
+// Two e4m3 pairs of a 32-bit word as f16x2 (exact): columns 0, 1 and 2, 3.
+__device__ inline void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& b0, uint32_t& b1) {
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n cvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
+      : "=r"(b0), "=r"(b1)
+      : "r"(word));
+}
+
 // One warp: acc (C fragment: token g x weight rows 2t, 2t + 1 of the tile)
 // += the tile's product over 64-column steps [s0, s1) (both even: a pair of
 // steps is one 128-column scale block). w: the tile's first row (row stride
 // K bytes), `rows` of its 8 rows exist; sc: the tile's scale row (one fp32
 // per 128 columns); xs: staged activations of token 0 (token g at
-// xs + g * K / 4), T tokens.
+// xs + g * K / 4), T tokens; zeros: 4 zero uint4 in shared memory, read by
+// the lanes of absent tokens (no per-step select). U steps per load group,
+// double-buffered.
+template <int U>
 __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const float* sc, int s0, int s1,
-                                    const uint4* xs, int T, float (&acc)[4]) {
+                                    const uint4* xs, int T, const uint4* zeros, float (&acc)[4]) {
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const bool row_ok = g < rows, tok_ok = g < T;
   const uint8_t* wp = w + g * K + t * 16;
-  const uint4* xp = xs + g * (K / 4) + t * 4;  // chunk 4 s + t of token g: xp + 16 s
+  const uint4* xp = tok_ok ? xs + g * (K / 4) + t * 4 : zeros;  // chunk 4 s + t of token g: xp + xstep * s
+  const int xstep = tok_ok ? 16 : 0;
   struct Group {
-    uint4 w[kMmaU];
-    float sc[kMmaU / 2];
+    uint4 w[U];
+    float sc[U / 2];
   };
   auto issue = [&](Group& G, int s) {
 #pragma unroll
-    for (int u = 0; u < kMmaU; ++u)
+    for (int u = 0; u < U; ++u)
       G.w[u] = row_ok && s + u < s1 ? load_stream(wp + static_cast<int64_t>(s + u) * kMmaStepCols) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int p = 0; p < kMmaU / 2; ++p) G.sc[p] = s + 2 * p < s1 ? __ldg(sc + (s + 2 * p) / 2) : 0.0f;
+    for (int p = 0; p < U / 2; ++p) G.sc[p] = s + 2 * p < s1 ? __ldg(sc + (s + 2 * p) / 2) : 0.0f;
   };
   auto use = [&](const Group& G, int s) {
 #pragma unroll
-    for (int p = 0; p < kMmaU / 2; ++p) {
+    for (int p = 0; p < U / 2; ++p) {
       if (s + 2 * p >= s1) continue;
       float ch[4] = {0.f, 0.f, 0.f, 0.f}, cl[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int step = s + 2 * p + h;
-        uint4 x4[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) x4[q] = tok_ok ? xp[step * 16 + q] : make_uint4(0, 0, 0, 0);
+        const uint4* x = xp + (s + 2 * p + h) * xstep;
+        const uint4 x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
         const uint4 wv = G.w[2 * p + h];
         const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-        const uint32_t hi[8] = {x4[0].x, x4[0].y, x4[0].z, x4[0].w, x4[1].x, x4[1].y, x4[1].z, x4[1].w};
-        const uint32_t lo[8] = {x4[2].x, x4[2].y, x4[2].z, x4[2].w, x4[3].x, x4[3].y, x4[3].z, x4[3].w};
+        const uint32_t hi[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const uint32_t lo[8] = {x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t b0 = e4m3x2_to_f16x2(words[j]), b1 = e4m3x2_to_f16x2(words[j] >> 16);
+          uint32_t b0, b1;
+          e4m3x4_to_f16x2x2(words[j], b0, b1);
           mma_f16_rows8(ch, hi[2 * j], hi[2 * j + 1], b0, b1);
           mma_f16_rows8(cl, lo[2 * j], lo[2 * j + 1], b0, b1);
         }
@@ -181,40 +185,50 @@ __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const
   };
   Group a, b;  // two named buffers: registers cannot be indexed by a runtime stage
   issue(a, s0);
-  for (int s = s0; s < s1; s += 2 * kMmaU) {
-    if (s + kMmaU < s1) issue(b, s + kMmaU);
+  for (int s = s0; s < s1; s += 2 * U) {
+    if (s + U < s1) issue(b, s + U);
     use(a, s);
-    if (s + kMmaU >= s1) break;
-    if (s + 2 * kMmaU < s1) issue(a, s + 2 * kMmaU);
-    use(b, s + kMmaU);
+    if (s + U >= s1) break;
+    if (s + 2 * U < s1) issue(a, s + 2 * U);
+    use(b, s + U);
   }
 }
 
 // The work split of a launch: `tiles` items of 8 weight rows, each cut into
 // `splits` parts (K ranges, matrices or experts) that the warps of one group
 // (splits consecutive warps of a block) compute together and sum in a fixed
-// order. Tile i goes to block i % blocks (every SM gets the same share, +-1)
-// and a block runs its tiles kMmaWarps / splits at a time, one per group:
-// round r of group q is tile (r * groups + q) * blocks + blockIdx.x.
-struct MmaSplit {
+// order. A block runs its tiles kMmaWarps / splits at a time, one per group;
+// which tiles are a block's (mma_tile_of): round robin (tile i on block
+// i % blocks) or contiguous ranges of per_block tiles.
+struct MmaSchedule {
   int splits = 1;
   int blocks = 1;
+  int64_t per_block = 0;  // 0: round robin
+  int prefetch = 0;       // L2 prefetch: 0 none, 1 each warp's first tile, 2 also its next tile while it works
 };
 
-__device__ inline int64_t mma_tile_of(int64_t round, int group, int groups) {
-  return (round * groups + group) * gridDim.x + blockIdx.x;
+__device__ inline int64_t mma_tile_of(const MmaSchedule& s, int64_t round, int group) {
+  const int64_t i = round * (kMmaWarps / s.splits) + group;
+  if (s.per_block > 0) return i < s.per_block ? blockIdx.x * s.per_block + i : INT64_MAX;
+  return i * gridDim.x + blockIdx.x;
 }
 
 // Among split counts fixed * k (k a power of two, k <= max_k_splits, whole
 // 128-column scale blocks per part, at most kMmaWarps warps per group), the
 // one with the fewest steps per warp (rounds x steps per part; ties: fewer
 // splits). steps: 64-column steps of one tile for one of the `fixed`
-// mandatory parts (experts, matrices). A function of the shape and the GPU
-// only, so a token's result does not depend on its batch.
-inline MmaSplit choose_mma_split(int64_t tiles, int64_t steps, int fixed, int max_k_splits, int num_sms) {
-  MmaSplit best;
+// mandatory parts (experts, matrices). A function of the shape, the GPU and
+// mma_tuning() only, so a token's result does not depend on its batch.
+inline MmaSchedule choose_mma_split(int64_t tiles, int64_t steps, int fixed, int max_k_splits, int num_sms) {
+  const MmaTuning& tune = mma_tuning();
+  MmaSchedule best;
   best.blocks = static_cast<int>(tiles < num_sms ? tiles : num_sms);
   const int64_t per_block = (tiles + best.blocks - 1) / best.blocks;
+  if (tune.contiguous) {
+    best.per_block = per_block;
+    best.blocks = static_cast<int>((tiles + per_block - 1) / per_block);
+  }
+  best.prefetch = tune.prefetch;
   int64_t best_cost = -1;
   for (int k = 1; k <= max_k_splits && fixed * k <= kMmaWarps; k *= 2) {
     if ((steps / 2) % k != 0) continue;
@@ -226,8 +240,7 @@ inline MmaSplit choose_mma_split(int64_t tiles, int64_t steps, int fixed, int ma
 }
 
 // Asks L2 for steps [s0, s1) of a tile's `rows` rows (one bulk prefetch per
-// row, no registers held): the warp's next tile streams in while it works on
-// this one.
+// row, no registers held).
 __device__ inline void mma_prefetch(const uint8_t* w, int64_t K, int rows, int s0, int s1) {
   const int lane = threadIdx.x % kWarp;
   if (lane % 4 == 0 && lane / 4 < rows)

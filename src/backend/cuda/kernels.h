@@ -110,9 +110,17 @@ struct MatmulOut {
   int64_t ld[3] = {};
   int64_t end[2] = {};
 };
-// Whether FP8 decode products run on tensor cores (gemv_mma.cuh; default)
-// or on the SIMT GEMV core (M2CPP_GEMV_MMA=off).
-bool gemv_mma_enabled();
+// How FP8 decode products run on tensor cores (gemv_mma.cuh): process-wide,
+// M2CPP_GEMV_MMA=off turns the path off (the SIMT GEMV core then serves
+// them); benchmarks change the rest to compare schedules.
+struct MmaTuning {
+  bool enabled = true;
+  int min_tokens = 1;       // fewer tokens: the SIMT core
+  bool contiguous = false;  // tiles per block: contiguous ranges (else round robin)
+  int prefetch = 2;         // L2 prefetch: 0 none, 1 first tile, 2 also the next tile
+  int u = 4;                // 64-column steps per load group (4 or 8)
+};
+MmaTuning& mma_tuning();
 // The GEMV path of launch_matmul into split outputs: T <= kGemvMaxTokens,
 // FP8 or BF16 weights (cudaErrorInvalidValue otherwise).
 cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
