@@ -6,7 +6,7 @@
 // launch rate. Inputs rotate over enough distinct weights (or layers) that
 // L2 (50 MB on an H200) cannot serve them: the bytes counted come from HBM.
 //
-//   cuda_kernels_bench [--quick | --mma-variants]
+//   cuda_kernels_bench [--quick]
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -172,80 +172,31 @@ void bench_matmul(Bench& b, const char* name, DType dtype, int64_t N, int64_t K,
   }
 }
 
-// FP8 decode products and the MoE decode path under each schedule of the
-// tensor-core path (MmaTuning, gemv_mma.cuh) and on the SIMT core, weights
-// prepared once: which schedule streams these shapes fastest.
-void bench_mma_variants(Bench& b) {
+// The FP8 decode products of a layer's attention on tensor cores
+// (gemv_mma.cuh) and on the SIMT GEMV core, weights prepared once.
+void bench_gemv_paths(Bench& b) {
   struct Shape2 {
     const char* name;
     int64_t N, K;
   };
-  const std::vector<Shape2> shapes = {{"q|k|v", 8192, 3072}, {"o_proj", 3072, 6144}};
-  std::vector<ModelWeights> dense(shapes.size());
-  std::vector<int> copies(shapes.size());
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(shapes[i].N * shapes[i].K);
-    copies[i] = static_cast<int>(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
-    dense[i].layers.resize(copies[i]);
-    for (auto& L : dense[i].layers) L.q_proj = b.linear(DType::kF8E4M3, shapes[i].N, shapes[i].K);
-    b.prepare(dense[i]);
-  }
-  const int64_t E = 256, H = 3072, I = 1536;
-  ModelWeights moe;
-  moe.layers.resize(1);
-  moe.layers[0].experts.resize(E);
-  for (auto& e : moe.layers[0].experts) {
-    e.w1 = b.linear(DType::kF8E4M3, I, H);
-    e.w3 = b.linear(DType::kF8E4M3, I, H);
-    e.w2 = b.linear(DType::kF8E4M3, H, I);
-  }
-  b.prepare(moe);
-  std::mt19937 rng(5);
-  std::vector<std::vector<Routing>> routings;  // per token count, 32 random routings
-  const std::vector<int64_t> tokens = {1, 4};
-  for (int64_t T : tokens) {
-    routings.emplace_back();
-    for (int v = 0; v < 32; ++v) {
-      std::vector<int32_t> ids(T * 8), perm(E);
-      std::iota(perm.begin(), perm.end(), 0);
-      for (int64_t t = 0; t < T; ++t) {
-        std::shuffle(perm.begin(), perm.end(), rng);
-        for (int j = 0; j < 8; ++j) ids[t * 8 + j] = perm[j];
+  for (const Shape2& sh : {Shape2{"q|k|v", 8192, 3072}, Shape2{"o_proj", 3072, 6144}}) {
+    const size_t bytes = static_cast<size_t>(sh.N * sh.K) + (sh.N / 128) * (sh.K / 128) * 4;
+    const int copies = static_cast<int>(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
+    ModelWeights w;
+    w.layers.resize(copies);
+    for (auto& L : w.layers) L.q_proj = b.linear(DType::kF8E4M3, sh.N, sh.K);
+    b.prepare(w);
+    for (bool mma : {true, false}) {
+      cuda::gemv_mma_enabled() = mma;
+      for (int64_t T : {1, 4}) {
+        Act x = b.act(T, sh.K), y = b.act(T, sh.N);
+        const double us = b.time_us(100, [&](int i) { b.gpu().matmul(x, w.layers[i % copies].q_proj, y); });
+        b.add(fmt::format("matmul {} T={} [{}]", sh.name, T, mma ? "tensor cores" : "SIMT"),
+              "F8_E4M3 " + dims(sh.N, sh.K), us, static_cast<double>(bytes), 2.0 * T * sh.N * sh.K);
       }
-      routings.back().push_back(Routing{b.device_array(ids), b.device_array(std::vector<float>(T * 8, 0.125f)), T, 8});
     }
   }
-  struct Variant {
-    const char* name;
-    cuda::MmaTuning t;
-  };
-  std::vector<Variant> variants = {{"simt", {false, 1, false, 0, 4}}};
-  for (bool contiguous : {false, true})
-    for (int prefetch : {0, 1, 2})
-      for (int u : {4, 8})
-        variants.push_back({nullptr, {true, 1, contiguous, prefetch, u}});
-  std::deque<std::string> names;
-  for (auto& v : variants) {
-    cuda::mma_tuning() = v.t;
-    const std::string tag = v.name ? v.name
-                                   : names.emplace_back(fmt::format("{} p{} u{}", v.t.contiguous ? "contig" : "rr",
-                                                                    v.t.prefetch, v.t.u));
-    for (size_t i = 0; i < shapes.size(); ++i)
-      for (int64_t T : tokens) {
-        Act x = b.act(T, shapes[i].K), y = b.act(T, shapes[i].N);
-        const double us = b.time_us(100, [&](int it) { b.gpu().matmul(x, dense[i].layers[it % copies[i]].q_proj, y); });
-        b.add(fmt::format("{} {} T={}", tag, shapes[i].name, T), "F8_E4M3 " + dims(shapes[i].N, shapes[i].K), us,
-              static_cast<double>(shapes[i].N * shapes[i].K), 2.0 * T * shapes[i].N * shapes[i].K);
-      }
-    for (size_t ti = 0; ti < tokens.size(); ++ti) {
-      const int64_t T = tokens[ti];
-      Act x = b.act(T, H), out = b.act(T, H);
-      const double us = b.time_us(100, [&](int it) { b.gpu().moe(x, moe.layers[0], routings[ti][it % 32], out); });
-      b.add(fmt::format("{} moe T={}", tag, T), "FP8 8 of 256 x [1536, 3072]", us, 3.0 * I * H * 8 * T,
-            2.0 * T * 8 * 3 * I * H);
-    }
-  }
-  cuda::mma_tuning() = cuda::MmaTuning{};
+  cuda::gemv_mma_enabled() = true;
 }
 
 // The lm_head [200064, 3072] BF16 at decode batches of more than 16 tokens,
@@ -464,11 +415,7 @@ int main(int argc, char** argv) {
   std::printf("ceilings measured now: copy %.0f GB/s (read + write), cuBLASLt BF16 %.0f TFLOP/s, FP8 %.0f TFLOP/s\n",
               c.copy_bytes_per_s / 1e9, c.bf16_flops / 1e12, c.fp8_flops / 1e12);
   Bench b;
-  if (argc > 1 && std::strcmp(argv[1], "--mma-variants") == 0) {
-    bench_mma_variants(b);
-    print_rows(b.rows(), c);
-    return 0;
-  }
+  bench_gemv_paths(b);
   bench_matmul(b, "q_proj", DType::kF8E4M3, 6144, 3072, {1, 4});
   bench_matmul(b, "k_proj", DType::kF8E4M3, 1024, 3072, {1});
   bench_matmul(b, "o_proj", DType::kF8E4M3, 3072, 6144, {1, 4});

@@ -124,6 +124,40 @@ TEST_F(Ops, MatmulMatchesCpuForEveryDtypeAndTokenCount) {
   }
 }
 
+// FP8 decode products on tensor cores take the activations as f16 hi + lo
+// after a power-of-two scaling per token (gemv_mma.cuh): fp32 accuracy for
+// any activation magnitude, no overflow of f16's range, zero rows exact.
+TEST_F(Ops, Fp8GemvKeepsFp32AccuracyOverTheActivationRange) {
+  HostTensors h(12);
+  const int64_t N = 1024, K = 3072, T = 5;
+  ModelWeights w;
+  w.lm_head = h.linear(DType::kF8E4M3, N, K);
+  prepare(w);
+  std::vector<float> x = h.randn(T * K);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (int64_t k = 0; k < K; ++k) {
+    x[k] = std::ldexp(x[k], exponent(h.rng()));  // token 0: 2^-20 .. 2^20 within the row
+    x[K + k] *= 1e-30f;                          // token 1: tiny
+    x[2 * K + k] *= 1e30f;                       // token 2: huge (f16 alone would overflow)
+    x[3 * K + k] = 0.0f;                         // token 3: zero
+  }
+  x[4 * K + 17] = 65504.0f * 8;  // token 4: one element beyond f16's range
+  Act gx = to_gpu(x, T), gy = poisoned(T, N);
+  gpu_->matmul(gx, w.lm_head, gy);
+  std::vector<float> want(T * N);
+  cpu_->matmul(host_act(x, T), w.lm_head, host_act(want, T));
+  const auto got = to_host(gy);
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float> g(got.begin() + t * N, got.begin() + (t + 1) * N);
+    const std::vector<float> c(want.begin() + t * N, want.begin() + (t + 1) * N);
+    if (t == 3) {
+      EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; })) << "zero row";
+    } else {
+      EXPECT_LE(rel_error(g, c), 2e-5) << "token " << t;
+    }
+  }
+}
+
 // A token's result is a function of its own row only: the same whatever
 // else shares the launch, for every token count of the GEMV path.
 TEST_F(Ops, MatmulGemvIsBatchInvariant) {

@@ -348,7 +348,6 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.experts = device_experts(layer);
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
-  a.num_sms = num_sms_;
   a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
   a.scratch = moe_scratch_.reserve(
       moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate, a.experts.num_experts), stream_);

@@ -137,9 +137,8 @@ __device__ inline void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& b0, uint32_t& 
 // K bytes), `rows` of its 8 rows exist; sc: the tile's scale row (one fp32
 // per 128 columns); xs: staged activations of token 0 (token g at
 // xs + g * K / 4), T tokens; zeros: 4 zero uint4 in shared memory, read by
-// the lanes of absent tokens (no per-step select). U steps per load group,
-// double-buffered.
-template <int U>
+// the lanes of absent tokens (no per-step select). Loads in groups of U
+// steps, double-buffered (~3 KB in flight per warp).
 __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const float* sc, int s0, int s1,
                                     const uint4* xs, int T, const uint4* zeros, float (&acc)[4]) {
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -147,6 +146,7 @@ __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const
   const uint8_t* wp = w + g * K + t * 16;
   const uint4* xp = tok_ok ? xs + g * (K / 4) + t * 4 : zeros;  // chunk 4 s + t of token g: xp + xstep * s
   const int xstep = tok_ok ? 16 : 0;
+  constexpr int U = 4;
   struct Group {
     uint4 w[U];
     float sc[U / 2];
@@ -194,58 +194,41 @@ __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const
   }
 }
 
-// The work split of a launch: `tiles` items of 8 weight rows, each cut into
-// `splits` parts (K ranges, matrices or experts) that the warps of one group
-// (splits consecutive warps of a block) compute together and sum in a fixed
-// order. A block runs its tiles kMmaWarps / splits at a time, one per group;
-// which tiles are a block's (mma_tile_of): round robin (tile i on block
-// i % blocks) or contiguous ranges of per_block tiles.
+// The work split of a launch over `blocks` blocks (one per SM): `tiles`
+// items of 8 weight rows, each cut into `splits` K ranges that the warps of
+// one group (splits consecutive warps of a block) compute together and sum
+// in a fixed order. Tile i goes to block i % blocks (every SM gets the same
+// share, +-1); a block runs its tiles kMmaWarps / splits at a time, one per
+// group: round r of group q is tile (r * groups + q) * blocks + blockIdx.x.
+// (Measured on an H200 against contiguous ranges per block, U = 8 steps per
+// load group and L2 prefetches of each warp's next tile: none was faster,
+// docs/perf.md.)
 struct MmaSchedule {
   int splits = 1;
   int blocks = 1;
-  int64_t per_block = 0;  // 0: round robin
-  int prefetch = 0;       // L2 prefetch: 0 none, 1 each warp's first tile, 2 also its next tile while it works
 };
 
-__device__ inline int64_t mma_tile_of(const MmaSchedule& s, int64_t round, int group) {
-  const int64_t i = round * (kMmaWarps / s.splits) + group;
-  if (s.per_block > 0) return i < s.per_block ? blockIdx.x * s.per_block + i : INT64_MAX;
-  return i * gridDim.x + blockIdx.x;
+__device__ inline int64_t mma_tile_of(int splits, int64_t round, int group) {
+  return (round * (kMmaWarps / splits) + group) * gridDim.x + blockIdx.x;
 }
 
-// Among split counts fixed * k (k a power of two, k <= max_k_splits, whole
-// 128-column scale blocks per part, at most kMmaWarps warps per group), the
-// one with the fewest steps per warp (rounds x steps per part; ties: fewer
-// splits). steps: 64-column steps of one tile for one of the `fixed`
-// mandatory parts (experts, matrices). A function of the shape, the GPU and
-// mma_tuning() only, so a token's result does not depend on its batch.
-inline MmaSchedule choose_mma_split(int64_t tiles, int64_t steps, int fixed, int max_k_splits, int num_sms) {
-  const MmaTuning& tune = mma_tuning();
+// The split count (a power of two, whole 128-column scale blocks per part,
+// at most kMmaWarps) with the least time per warp, counted in 64-column
+// steps: rounds x (steps per part + kRoundCost), kRoundCost standing for a
+// round's pipeline refill and group barrier. A function of the shape and the
+// GPU only, so a token's result does not depend on its batch.
+inline MmaSchedule choose_mma_split(int64_t tiles, int64_t steps, int num_sms) {
+  constexpr int64_t kRoundCost = 8;
   MmaSchedule best;
   best.blocks = static_cast<int>(tiles < num_sms ? tiles : num_sms);
   const int64_t per_block = (tiles + best.blocks - 1) / best.blocks;
-  if (tune.contiguous) {
-    best.per_block = per_block;
-    best.blocks = static_cast<int>((tiles + per_block - 1) / per_block);
-  }
-  best.prefetch = tune.prefetch;
   int64_t best_cost = -1;
-  for (int k = 1; k <= max_k_splits && fixed * k <= kMmaWarps; k *= 2) {
-    if ((steps / 2) % k != 0) continue;
-    const int s = fixed * k, groups = kMmaWarps / s;
-    const int64_t rounds = (per_block + groups - 1) / groups, cost = rounds * (steps / k);
+  for (int s = 1; s <= kMmaWarps; s *= 2) {
+    if ((steps / 2) % s != 0) continue;
+    const int64_t rounds = (per_block + kMmaWarps / s - 1) / (kMmaWarps / s), cost = rounds * (steps / s + kRoundCost);
     if (best_cost < 0 || cost < best_cost) best_cost = cost, best.splits = s;
   }
   return best;
-}
-
-// Asks L2 for steps [s0, s1) of a tile's `rows` rows (one bulk prefetch per
-// row, no registers held).
-__device__ inline void mma_prefetch(const uint8_t* w, int64_t K, int rows, int s0, int s1) {
-  const int lane = threadIdx.x % kWarp;
-  if (lane % 4 == 0 && lane / 4 < rows)
-    prefetch_l2(w + (lane / 4) * K + static_cast<int64_t>(s0) * kMmaStepCols,
-                static_cast<uint32_t>((s1 - s0) * kMmaStepCols));
 }
 
 // Split sums of a group of warps, through shared memory part[warp][64]

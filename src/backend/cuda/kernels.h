@@ -110,17 +110,10 @@ struct MatmulOut {
   int64_t ld[3] = {};
   int64_t end[2] = {};
 };
-// How FP8 decode products run on tensor cores (gemv_mma.cuh): process-wide,
-// M2CPP_GEMV_MMA=off turns the path off (the SIMT GEMV core then serves
-// them); benchmarks change the rest to compare schedules.
-struct MmaTuning {
-  bool enabled = true;
-  int min_tokens = 1;       // fewer tokens: the SIMT core
-  bool contiguous = false;  // tiles per block: contiguous ranges (else round robin)
-  int prefetch = 2;         // L2 prefetch: 0 none, 1 first tile, 2 also the next tile
-  int u = 4;                // 64-column steps per load group (4 or 8)
-};
-MmaTuning& mma_tuning();
+// Whether FP8 decode products run on tensor cores (gemv_mma.cuh), not on the
+// SIMT GEMV core. Process-wide: M2CPP_GEMV_MMA=off sets it false at start;
+// benchmarks flip it to compare the two.
+bool& gemv_mma_enabled();
 // The GEMV path of launch_matmul into split outputs: T <= kGemvMaxTokens,
 // FP8 or BF16 weights (cudaErrorInvalidValue otherwise).
 cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
@@ -163,7 +156,6 @@ struct MoeArgs {
   // Grouped path of FP8 experts with dimensions in multiples of 128 on
   // tensor cores with FP8 activations (moe_fp8.cu); false: fp32 SIMT tiles.
   bool fp8_tensor_cores = true;
-  int num_sms = 0;  // of the device (the decode path's grid)
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);

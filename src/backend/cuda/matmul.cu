@@ -95,38 +95,28 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restr
 // y = x · Wᵀ for T <= kMmaMaxTokens tokens, FP8 W on tensor cores. Each
 // group of `splits` warps computes one 8-row tile at a time, warp s of the
 // group the s-th K range, summed in the group (mma_group_publish); tiles are
-// spread over the blocks by mma_tile_of. Launched early (launch_pdl): each
-// warp can ask L2 for its first tile while the kernel before it finishes.
-template <int U>
+// spread over the blocks by mma_tile_of.
 __global__ void __launch_bounds__(kMmaThreads, 1) gemv_mma_kernel(const float* __restrict__ x, int64_t ldx, int T,
-                                                                  DeviceWeight w, MatmulOut out, MmaSchedule sched) {
+                                                                  DeviceWeight w, MatmulOut out, int splits) {
   extern __shared__ float4 staged[];  // [T, K] as hi + lo (gemv_mma.cuh)
   uint4* xs = reinterpret_cast<uint4*>(staged);
   __shared__ float descale[kMmaMaxTokens];
   __shared__ float part[kMmaWarps][64];
   __shared__ uint4 zeros[4];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const int splits = sched.splits, group = warp / splits, split = warp % splits;
+  const int group = warp / splits, split = warp % splits;
   const int64_t K = w.cols, tiles = ceil_div(w.rows, kMmaTileRows), per = K / kMmaStepCols / splits;
   const int s0 = static_cast<int>(split * per), s1 = static_cast<int>(s0 + per);
-  auto rows_of = [&](int64_t tile) {
-    return static_cast<int>(w.rows - tile * kMmaTileRows < kMmaTileRows ? w.rows - tile * kMmaTileRows : kMmaTileRows);
-  };
-  auto ask_l2 = [&](int64_t tile) {
-    if (tile < tiles) mma_prefetch(w.data + tile * kMmaTileRows * K, K, rows_of(tile), s0, s1);
-  };
-  if (sched.prefetch >= 1) ask_l2(mma_tile_of(sched, 0, group));
   if (threadIdx.x < 4) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
   grid_dependency_wait();
   allow_dependents();
   stage_split_rows(xs, descale, T, K, [&](int i) { return x + i * ldx; });
   for (int64_t r = 0;; ++r) {
-    const int64_t tile = mma_tile_of(sched, r, group), n0 = tile * kMmaTileRows;
+    const int64_t tile = mma_tile_of(splits, r, group), n0 = tile * kMmaTileRows;
     if (tile >= tiles) break;
-    if (sched.prefetch >= 2) ask_l2(mma_tile_of(sched, r + 1, group));
+    const int rows = static_cast<int>(w.rows - n0 < kMmaTileRows ? w.rows - n0 : kMmaTileRows);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    mma_tile_dot<U>(w.data + n0 * K, K, rows_of(tile), w.scales + (n0 / kScaleBlock) * w.scale_ld, s0, s1, xs, T,
-                    zeros, acc);
+    mma_tile_dot(w.data + n0 * K, K, rows, w.scales + (n0 / kScaleBlock) * w.scale_ld, s0, s1, xs, T, zeros, acc);
     float2 sum = make_float2(acc[0], acc[1]);
     if (splits > 1) {
       mma_group_publish(acc, splits, part);
@@ -227,27 +217,24 @@ cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeig
 }
 
 bool gemv_mma_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
-  const MmaTuning& tune = mma_tuning();
-  return tune.enabled && T >= tune.min_tokens && w.dtype == DType::kF8E4M3 && T <= kGemvMaxTokens &&
-         w.cols % kScaleBlock == 0 && gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-         ldx % 4 == 0 && static_cast<size_t>(mma_staged_bytes(1, w.cols)) <= kMaxDynamicSmem;
+  return gemv_mma_enabled() && w.dtype == DType::kF8E4M3 && T <= kGemvMaxTokens && w.cols % kScaleBlock == 0 &&
+         gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0 &&
+         static_cast<size_t>(mma_staged_bytes(1, w.cols)) <= kMaxDynamicSmem;
 }
 
-template <int U>
 cudaError_t launch_gemv_mma(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
                             int num_sms, cudaStream_t stream) {
   const int64_t K = w.cols, tiles = ceil_div(w.rows, kMmaTileRows);
   const int64_t per_pass = std::min<int64_t>(kMmaMaxTokens, kMaxDynamicSmem / mma_staged_bytes(1, K));
-  MmaSchedule sched = choose_mma_split(tiles, K / kMmaStepCols, 1, kMmaWarps, num_sms);
-  if (!l2_prefetch_enabled()) sched.prefetch = 0;
+  const MmaSchedule sched = choose_mma_split(tiles, K / kMmaStepCols, num_sms);
   const size_t smem = mma_staged_bytes(std::min(T, per_pass), K);
-  cudaError_t e = allow_dynamic_smem(gemv_mma_kernel<U>, smem);
+  cudaError_t e = allow_dynamic_smem(gemv_mma_kernel, smem);
   for (int64_t t0 = 0; t0 < T && e == cudaSuccess; t0 += per_pass) {
     const int n = static_cast<int>(std::min<int64_t>(per_pass, T - t0));
     MatmulOut part = y;
     for (int i = 0; i < 3; ++i) part.y[i] += t0 * part.ld[i];
-    e = launch_pdl(gemv_mma_kernel<U>, static_cast<unsigned>(sched.blocks), kMmaThreads, mma_staged_bytes(n, K), stream,
-                   x + t0 * ldx, ldx, n, w, part, sched);
+    e = launch_pdl(gemv_mma_kernel, static_cast<unsigned>(sched.blocks), kMmaThreads, mma_staged_bytes(n, K), stream,
+                   x + t0 * ldx, ldx, n, w, part, sched.splits);
   }
   return e;
 }
@@ -262,9 +249,7 @@ bool gemv_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
 template <DType WT>
 cudaError_t launch_gemv_any(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
                             int num_sms, cudaStream_t stream) {
-  if (gemv_mma_fits(x, T, ldx, w))
-    return mma_tuning().u == 8 ? launch_gemv_mma<8>(x, T, ldx, w, y, num_sms, stream)
-                               : launch_gemv_mma<4>(x, T, ldx, w, y, num_sms, stream);
+  if (gemv_mma_fits(x, T, ldx, w)) return launch_gemv_mma(x, T, ldx, w, y, num_sms, stream);
   if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, num_sms, stream);
   return launch_gemv<WT, 4>(x, T, ldx, w, y, num_sms, stream);
 }
@@ -312,14 +297,12 @@ __global__ void __launch_bounds__(kSplitThreads) split_bf16_kernel(const float* 
 
 }  // namespace
 
-MmaTuning& mma_tuning() {
-  static MmaTuning t = [] {
-    MmaTuning d;
+bool& gemv_mma_enabled() {
+  static bool on = [] {
     const char* v = std::getenv("M2CPP_GEMV_MMA");
-    d.enabled = !(v && std::strcmp(v, "off") == 0);
-    return d;
+    return !(v && std::strcmp(v, "off") == 0);
   }();
-  return t;
+  return on;
 }
 
 cudaError_t launch_split_bf16(const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* hi, uint16_t* lo,

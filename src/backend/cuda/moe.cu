@@ -3,8 +3,6 @@
 // stored dtype (FP8 e4m3 + 128 x 128 scales, or BF16), decoded in registers.
 //
 // Decode (at most kDecodePairs (token, expert) pairs): no grouping at all.
-// FP8 experts in multiples of 128 take the tensor-core version of this path
-// (moe_decode_mma.cu); the SIMT kernels below serve the rest.
 //   up:   one block column per pair streams W1_e and W3_e rows, SwiGLU in the
 //         epilogue -> u [pairs, I];
 //   down: one block column per token streams W2 of its k experts and sums
@@ -21,7 +19,6 @@
 #include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
-#include "backend/cuda/moe_decode_mma.h"
 
 namespace m2::cuda {
 namespace {
@@ -246,7 +243,6 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
-  if (P <= kDecodePairs && moe_decode_mma_fits(a)) return launch_moe_decode_mma(a, s.u, stream);
   if (P <= kDecodePairs) {
     const size_t down_smem = row_i * a.top_k;
     if ((e = allow_dynamic_smem(moe_up_decode_kernel<WT>, row_h)) != cudaSuccess) return e;
