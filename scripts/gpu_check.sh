@@ -9,7 +9,8 @@
 #      shape with as many layers as fit (LAYERS, default 30; 8 if that fails).
 #   (CUTLASS_BENCH=1: also bench/cutlass_moe_bench.cu, CUTLASS's grouped FP8
 #    GEMM against our MoE kernel; --prepare then builds it too, which needs
-#    the nvidia-cutlass headers: M2CPP_CUTLASS=1 scripts/setup.sh)
+#    the nvidia-cutlass headers that scripts/setup.sh installs; they also put
+#    the backend's grouped MoE on CUTLASS, CMake M2CPP_CUTLASS)
 # Full logs go to $OUT (the device tool's output folder; /tmp/gpu_check_out otherwise).
 #
 #   scripts/gpu_check.sh --prepare   on a build machine (no GPU needed): configure

@@ -36,13 +36,14 @@ if ((${#py_missing[@]})); then
     || python3 -m pip install -q --break-system-packages "${py_missing[@]}"
 fi
 
-# CUTLASS's C++ headers for bench/cutlass_moe_bench.cu (cmake
-# -DM2CPP_CUTLASS_BENCH=ON), from the PyPI package nvidia-cutlass (module
-# cutlass_library, headers under its source/include). Only with M2CPP_CUTLASS=1
-# (the default build does not use it). Headers only: --no-deps skips the
-# Python generator's needs (cuda-python, scipy, ...), which the bench does not use.
+# CUTLASS's C++ headers for the grouped FP8 MoE's GEMMs (src/backend/cuda/
+# moe_cutlass.cu, CMake M2CPP_CUTLASS, on when they are found) and
+# bench/cutlass_moe_bench.cu, from the PyPI package nvidia-cutlass (module
+# cutlass_library, headers under its source/include). M2CPP_CUTLASS=0 skips
+# it. Headers only: --no-deps skips the Python generator's needs
+# (cuda-python, scipy, ...), which we do not use.
 CUTLASS_PACKAGE=nvidia-cutlass==4.2.0.0
-if [[ "${M2CPP_CUTLASS:-0}" == 1 ]] &&
+if [[ "${M2CPP_CUTLASS:-1}" != 0 ]] &&
   ! python3 -c "import importlib.util as u, sys; s = u.find_spec('cutlass_library'); sys.exit(s is None)" 2>/dev/null; then
   echo "setup: installing $CUTLASS_PACKAGE (headers only)"
   python3 -m pip install -q --no-deps "$CUTLASS_PACKAGE" 2>/dev/null \

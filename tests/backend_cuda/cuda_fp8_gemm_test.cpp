@@ -21,6 +21,13 @@
 //       L2 error is the RMS of ε, ~0.03 -> bound 2^-4. The MoE quantises
 //       twice (x, then the SwiGLU output u): independent errors add in
 //       quadrature -> bound sqrt(2) * 2^-4.
+//   (d) the CUTLASS MoE (moe_cutlass.cu) against our own grouped kernel:
+//       the same x codes; their u = silu(gate) * up differ only by the up
+//       GEMMs' summation (relative δ <= (b)'s 1e-3, normwise), and where that
+//       moves a value across an e4m3 rounding boundary the code differs by
+//       one ulp (<= 2^-3 of the value). A boundary is crossed with
+//       probability ~|δ_i| / ulp_i, so E‖Δu‖² <= Σ |δ_i| ulp_i <= 1e-3 · 2^-3
+//       ‖u‖²; with the down GEMM's own 1e-3: bound sqrt(1e-3 / 8) + 1e-3 ≈ 0.0122.
 // Failures name the worst element (row, column, expected, got).
 #include <cuda_runtime.h>
 
@@ -33,6 +40,7 @@
 
 #include "backend/cuda/device_caps.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/moe_cutlass.h"
 #include "cuda_test_util.h"
 
 namespace m2::test {
@@ -46,6 +54,7 @@ using cuda::Fp8Matmul;
 constexpr double kSameInputsBound = 1e-3;        // (b)
 constexpr double kQuantBound = 0.0625;           // (c), 2^-4
 constexpr double kMoeQuantBound = 0.0884;        // (c), sqrt(2) * 2^-4
+constexpr double kMoePathsBound = 0.0122;        // (d)
 
 // Where `got` is furthest from `want` ([rows, cols] row-major), for messages.
 std::string worst(const std::vector<float>& got, const std::vector<float>& want, int64_t cols) {
@@ -135,6 +144,36 @@ class Fp8Gemm : public CudaTest {
   // and the device runs the kernels).
   bool ops_use_fp8() const {
     return cuda::fp8_gemm_mode_for(cuda::fp8_gemm_mode_from_env(), features_) != Fp8GemmMode::kOff;
+  }
+  // Whether the backend's moe op takes the CUTLASS path.
+  bool ops_use_cutlass() const { return ops_use_fp8() && features_.cutlass_moe && cuda::moe_cutlass_enabled_by_env(); }
+  // Top-k routing over E experts, skewed: expert 0 in every token (most
+  // pairs), the experts in `unused` in none, the rest weighted E - e (low
+  // ids more often); normalised positive weights.
+  void skewed_routing(HostTensors& h, int64_t T, int E, int k, const std::vector<int32_t>& unused,
+                      std::vector<int32_t>& ids, std::vector<float>& rw) {
+    ids.assign(T * k, 0);
+    rw.assign(T * k, 0.0f);
+    std::vector<int32_t> pool;
+    for (int32_t e = 1; e < E; ++e)
+      if (std::find(unused.begin(), unused.end(), e) == unused.end())
+        for (int r = 0; r < E - e; ++r) pool.push_back(e);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> chosen = {0};
+      while (static_cast<int>(chosen.size()) < k) {
+        const int32_t e = pool[h.rng()() % pool.size()];
+        if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+      }
+      std::shuffle(chosen.begin(), chosen.end(), h.rng());  // expert 0 in any slot
+      float sum = 0;
+      for (int j = 0; j < k; ++j) ids[t * k + j] = chosen[j], sum += rw[t * k + j] = 0.1f + std::abs(h.normal());
+      for (int j = 0; j < k; ++j) rw[t * k + j] /= sum;
+    }
+  }
+  int num_sms() {
+    int n = 0;
+    EXPECT_EQ(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    return n;
   }
 
   cuda::CudaFeatures features_;
@@ -308,31 +347,17 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
   const DeviceExperts dx = upload_experts(L);
   prepare(w);
   for (int64_t T : {9, 40, 333}) {
-    std::vector<int32_t> ids(T * k);
-    std::vector<float> rw(T * k);
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<int32_t> pool;
-      for (int32_t e = 1; e < E; ++e)
-        if (e != 5 && e != 9)
-          for (int r = 0; r < E - e; ++r) pool.push_back(e);  // weight E - e: low ids more often
-      std::vector<int32_t> chosen = {0};
-      while (static_cast<int>(chosen.size()) < k) {
-        const int32_t e = pool[h.rng()() % pool.size()];
-        if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
-      }
-      std::shuffle(chosen.begin(), chosen.end(), h.rng());  // expert 0 in any slot
-      float sum = 0;
-      for (int j = 0; j < k; ++j) ids[t * k + j] = chosen[j], sum += rw[t * k + j] = 0.1f + std::abs(h.normal());
-      for (int j = 0; j < k; ++j) rw[t * k + j] /= sum;
-    }
+    std::vector<int32_t> ids;
+    std::vector<float> rw;
+    skewed_routing(h, T, E, k, {5, 9}, ids, rw);
     const std::string what = fmt::format("T {} ({} pairs)", T, T * k);
     auto x = h.randn(T * H);
     Act gx = to_gpu(x, T), out = poisoned(T, H);
     cuda::MoeArgs a;
     a.x = gx.data, a.T = T, a.experts = dx, a.top_k = k, a.out = out.data;
     a.expert_ids = gpu_array(ids), a.weights = gpu_array(rw);
-    void* scr = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E));
-    a.scratch = scr;
+    void* scr = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E, false));
+    a.scratch = scr;  // our own grouped kernel (use_cutlass false)
     ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what;
     const auto got = to_host(out);
 
@@ -375,14 +400,156 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
               host_act(want, T));
     EXPECT_LE(rel_error(got, want), kMoeQuantBound) << what << " vs CPU on fp32 activations: " << worst(got, want, H);
     if (ops_use_fp8()) {
-      Act op = poisoned(T, H);  // the backend op takes the same path
+      Act op = poisoned(T, H);  // the backend op takes this path, or CUTLASS's on sm_90 (bound (d))
       gpu_->moe(gx, L, Routing{gpu_array(ids), gpu_array(rw), T, k}, op);
       const auto got_op = to_host(op);
-      EXPECT_LE(rel_error(got_op, want_q), kSameInputsBound) << what << " moe op: " << worst(got_op, want_q, H);
+      EXPECT_LE(rel_error(got_op, want_q), ops_use_cutlass() ? kMoePathsBound : kSameInputsBound)
+          << what << " moe op: " << worst(got_op, want_q, H);
     }
     std::printf("  moe %s: %.2e (same u) %.2e (fp32), u %.2e\n", what.c_str(), rel_error(got, want_q),
                 rel_error(got, want), rel_error(uq, u_cpu));
   }
+}
+
+// The CUTLASS grouped MoE (moe_cutlass.cu) on unbalanced routing: 16 experts
+// of the real shapes, then more experts at smaller multiples of 128; expert
+// 0 in every token, some experts in none. Against the CPU on fp32
+// activations (c), on the path's own quantised SwiGLU output (b: checks the
+// down GEMM, its per-expert scale blocks and the combine), and against our
+// own grouped kernel on the same inputs (d).
+TEST_F(Fp8Gemm, CutlassMoeMatchesCpuAndOwnKernel) {
+  if (!features_.cutlass_moe) GTEST_SKIP() << "no CUTLASS MoE here (a CUTLASS build and an sm_90 device)";
+  struct Case {
+    int E;
+    int64_t H, I, T;
+  };
+  const int k = 8;
+  for (const Case c : {Case{16, 3072, 1536, 9}, Case{64, 1024, 512, 64}, Case{256, 512, 256, 300}}) {
+    HostTensors h(41 + c.E);
+    const int64_t H = c.H, I = c.I, T = c.T, P = T * k;
+    const int E = c.E;
+    ModelWeights w;
+    w.layers.resize(1);
+    LayerWeights& L = w.layers[0];
+    L.experts.resize(E);
+    for (auto& e : L.experts) {
+      e.w1 = h.linear(DType::kF8E4M3, I, H);
+      e.w3 = h.linear(DType::kF8E4M3, I, H);
+      e.w2 = h.linear(DType::kF8E4M3, H, I);
+    }
+    const DeviceExperts dx = upload_experts(L);
+    prepare(w);
+    std::vector<int32_t> ids;
+    std::vector<float> rw;
+    skewed_routing(h, T, E, k, {3, E / 2, E - 1}, ids, rw);
+    const std::string what = fmt::format("E {} H {} I {} T {} ({} pairs)", E, H, I, T, P);
+    auto x = h.randn(T * H);
+    Act gx = to_gpu(x, T), out_c = poisoned(T, H), out_own = poisoned(T, H);
+    cuda::MoeArgs a;
+    a.x = gx.data, a.T = T, a.experts = dx, a.top_k = k;
+    a.expert_ids = gpu_array(ids), a.weights = gpu_array(rw), a.num_sms = num_sms();
+    a.out = out_own.data, a.use_cutlass = false;
+    a.scratch = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E, false));
+    ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what << " own kernel";
+    void* scr = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E, true));
+    a.out = out_c.data, a.use_cutlass = true, a.scratch = scr;
+    ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what << " CUTLASS";
+    const auto got = to_host(out_c), own = to_host(out_own);
+
+    // The CUTLASS path's quantised SwiGLU output: row row_of_pair[p] of A2,
+    // scales in expert blocks [I / 128, M_e] at first[e] * I / 128.
+    const cuda::MoeFp8Scratch f = cuda::moe_fp8_carve(scr, T, k, H, I);
+    const cuda::MoeCutlassScratch cs =
+        cuda::moe_cutlass_carve(static_cast<uint8_t*>(scr) + cuda::moe_fp8_scratch_bytes(T, k, H, I), T, k, H, I, E);
+    const auto first = to_host(cs.first, E + 1), row = to_host(cs.row_of_pair, P);
+    const auto a2 = to_host(f.u8, P * I), x8 = to_host(f.x8, T * H);
+    const auto sfa2 = to_host(f.su, P * (I / 128)), sx = to_host(f.sx, T * (H / 128));
+    std::vector<int64_t> count(E, 0);
+    for (int32_t e : ids) ++count[e];
+    for (int e = 0; e < E; ++e) ASSERT_EQ(first[e + 1] - first[e], count[e]) << what << " expert " << e;
+    std::vector<float> xq(T * H), uq(P * I), u_cpu(P * I), want_q(T * H, 0.0f);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t col = 0; col < H; ++col) xq[t * H + col] = f8e4m3_to_f32(x8[t * H + col]) * sx[(col / 128) * T + t];
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t t = p / k, r = row[p], e = ids[p], m = r - first[e];
+      ASSERT_TRUE(m >= 0 && m < count[e]) << what << ": pair " << p << " in row " << r << ", not expert " << e << "'s";
+      for (int64_t col = 0; col < I; ++col)
+        uq[p * I + col] = f8e4m3_to_f32(a2[r * I + col]) * sfa2[first[e] * (I / 128) + (col / 128) * count[e] + m];
+      const ExpertWeights& ew = L.experts[e];
+      const std::vector<float> xt(xq.begin() + t * H, xq.begin() + (t + 1) * H);
+      const auto g = cpu_matmul(xt, 1, ew.w1), up = cpu_matmul(xt, 1, ew.w3);
+      for (int64_t col = 0; col < I; ++col) u_cpu[p * I + col] = g[col] / (1.0f + std::exp(-g[col])) * up[col];
+      const auto y = cpu_matmul(std::vector<float>(uq.begin() + p * I, uq.begin() + (p + 1) * I), 1, ew.w2);
+      for (int64_t col = 0; col < H; ++col) want_q[t * H + col] += rw[p] * y[col];
+    }
+    EXPECT_LE(rel_error(uq, u_cpu), kQuantBound) << what << " SwiGLU output u: " << worst(uq, u_cpu, I);
+    EXPECT_LE(rel_error(got, want_q), kSameInputsBound) << what << " vs CPU on the path's own u: "
+                                                        << worst(got, want_q, H);
+    std::vector<float> want(T * H);
+    cpu_->moe(host_act(x, T), L, Routing{ids.data(), rw.data(), T, k}, host_act(want, T));
+    EXPECT_LE(rel_error(got, want), kMoeQuantBound) << what << " vs CPU on fp32 activations: " << worst(got, want, H);
+    EXPECT_LE(rel_error(got, own), kMoePathsBound) << what << " vs our own kernel: " << worst(got, own, H);
+    if (ops_use_cutlass()) {
+      Act op = poisoned(T, H);  // the backend op takes this path
+      gpu_->moe(gx, L, Routing{gpu_array(ids), gpu_array(rw), T, k}, op);
+      const auto got_op = to_host(op);
+      EXPECT_LE(rel_error(got_op, got), kSameInputsBound) << what << " moe op: " << worst(got_op, got, H);
+    }
+    std::printf("  cutlass moe %s: %.2e (same u) %.2e (fp32) %.2e (own kernel), u %.2e\n", what.c_str(),
+                rel_error(got, want_q), rel_error(got, want), rel_error(got, own), rel_error(uq, u_cpu));
+  }
+}
+
+// A recorded CUTLASS MoE replays to the eager result on routing written into
+// the same device arrays after recording: nothing of the routing is known on
+// the host, every argument array is written by device code.
+TEST_F(Fp8Gemm, CutlassMoeReplaysFromAGraphOnNewRouting) {
+  if (!features_.cutlass_moe) GTEST_SKIP() << "no CUTLASS MoE here (a CUTLASS build and an sm_90 device)";
+  HostTensors h(52);
+  const int64_t H = 1024, I = 512, T = 40;
+  const int E = 32, k = 8;
+  ModelWeights w;
+  w.layers.resize(1);
+  LayerWeights& L = w.layers[0];
+  L.experts.resize(E);
+  for (auto& e : L.experts) {
+    e.w1 = h.linear(DType::kF8E4M3, I, H);
+    e.w3 = h.linear(DType::kF8E4M3, I, H);
+    e.w2 = h.linear(DType::kF8E4M3, H, I);
+  }
+  std::vector<int32_t> ids1, ids2;
+  std::vector<float> rw1, rw2;
+  skewed_routing(h, T, E, k, {7}, ids1, rw1);
+  skewed_routing(h, T, E, k, {1, 2, 30}, ids2, rw2);
+  Act gx = to_gpu(h.randn(T * H), T), eager = poisoned(T, H), replay = poisoned(T, H);
+  cuda::MoeArgs a;
+  a.x = gx.data, a.T = T, a.experts = upload_experts(L), a.top_k = k, a.num_sms = num_sms(), a.use_cutlass = true;
+  a.expert_ids = gpu_array(ids2), a.weights = gpu_array(rw2);
+  a.scratch = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E, true));
+  a.out = eager.data;
+  ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess);
+  const auto want = to_host(eager);
+  // Record on routing 1, then write routing 2 into the same arrays and replay.
+  int32_t* d_ids = gpu_array(ids1);
+  float* d_rw = gpu_array(rw1);
+  a.expert_ids = d_ids, a.weights = d_rw, a.out = replay.data;
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), cudaSuccess);
+  const cudaError_t e = cuda::launch_moe(a, stream());
+  ASSERT_EQ(cudaStreamEndCapture(stream(), &graph), cudaSuccess);
+  ASSERT_EQ(e, cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  gpu_->copy_from_host(ids2.data(), d_ids, ids2.size() * sizeof(int32_t));
+  gpu_->copy_from_host(rw2.data(), d_rw, rw2.size() * sizeof(float));
+  ASSERT_EQ(cudaGraphLaunch(exec, stream()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+  // Each output row's products do not depend on where in its expert's group
+  // the pair landed (the grouping's order inside an expert is arbitrary):
+  // identical results.
+  EXPECT_EQ(max_abs_diff(to_host(replay), want), 0.0) << "graph replay vs eager call";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }
 
 }  // namespace

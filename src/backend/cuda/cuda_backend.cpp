@@ -11,6 +11,7 @@
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_cutlass.h"
 #include "util/log.h"
 
 namespace m2 {
@@ -79,6 +80,7 @@ CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), fe
   // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
   tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
+  moe_cutlass_ = features_.cutlass_moe && moe_cutlass_enabled_by_env();
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
   const char* profile = std::getenv("M2CPP_CUDA_PROFILE");
   if (profile && std::strcmp(profile, "1") == 0) profile_ = std::make_unique<OpProfile>();
@@ -348,9 +350,12 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.experts = device_experts(layer);
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
+  a.num_sms = num_sms_;
   a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
-  a.scratch = moe_scratch_.reserve(
-      moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate, a.experts.num_experts), stream_);
+  a.use_cutlass = a.fp8_tensor_cores && moe_cutlass_;
+  a.scratch = moe_scratch_.reserve(moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate,
+                                                     a.experts.num_experts, a.use_cutlass),
+                                   stream_);
   auto context = [&] {
     return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {})", shape(x), a.experts.num_experts,
                        dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k);

@@ -139,6 +139,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
   bool graphs_enabled_ = true;
   bool tc_attention_ = true;  // prefill attention on tensor cores
+  // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
+  bool moe_cutlass_ = false;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)

@@ -6,8 +6,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_cutlass.h"
 #include "util/log.h"
 
 namespace m2::cuda {
@@ -22,7 +25,13 @@ CudaFeatures cuda_features(const CudaArch& arch) {
   f.fp8_gemm_own = mma && arch.max_smem_per_block >= fp8_gemm_smem_bytes();
   f.fp8_moe = mma && arch.max_smem_per_block >= moe_fp8_smem_bytes();
   f.fp8_gemm_cublaslt = arch.device >= kHopperArch && f.fp8_gemm_own;
+  f.cutlass_moe = kCutlassMoeBuilt && arch.device == kHopperArch && arch.code >= kHopperArch && f.fp8_moe;
   return f;
+}
+
+bool moe_cutlass_enabled_by_env() {
+  const char* v = std::getenv("M2CPP_MOE_CUTLASS");
+  return !(v && std::strcmp(v, "off") == 0);
 }
 
 Fp8GemmMode fp8_gemm_mode_for(Fp8GemmMode requested, const CudaFeatures& f) {

@@ -11,6 +11,8 @@
 //   FP8 tensor-core GEMM / MoE       sm_89 code (e4m3 mma)    fp32-activation SIMT
 //     (own kernels)                  + their shared memory      kernels
 //   cuBLASLt block-scaled FP8 GEMM   an sm_90 device          our kernel, else SIMT
+//   CUTLASS grouped FP8 MoE GEMMs    a CUTLASS build (sm_90a  our FP8 MoE kernel
+//     (moe_cutlass.cu)                 code), an sm_90 device
 //
 // "sm_90 code" is the architecture the loaded kernels were compiled for, which
 // is lower than the device's own when a newer GPU JIT-compiles a PTX entry
@@ -48,6 +50,9 @@ struct CudaFeatures {
   // only as of cuBLAS 12.9); our kernel serves the shapes it has no
   // algorithm for, so it is used only together with fp8_gemm_own.
   bool fp8_gemm_cublaslt = false;
+  // The grouped MoE's GEMMs on CUTLASS (moe_cutlass.cu: sm_90a machine code,
+  // which runs on sm_90 devices only); our FP8 MoE kernel is its fallback.
+  bool cutlass_moe = false;
 };
 
 CudaFeatures cuda_features(const CudaArch& arch);

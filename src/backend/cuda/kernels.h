@@ -156,8 +156,14 @@ struct MoeArgs {
   // Grouped path of FP8 experts with dimensions in multiples of 128 on
   // tensor cores with FP8 activations (moe_fp8.cu); false: fp32 SIMT tiles.
   bool fp8_tensor_cores = true;
+  // With fp8_tensor_cores: that grouped path's GEMMs on CUTLASS instead
+  // (moe_cutlass.h; builds with M2CPP_WITH_CUTLASS, sm_90 devices only:
+  // device_caps.h). The scratch must be sized with the same flag.
+  bool use_cutlass = false;
+  int num_sms = 0;  // of the device (CUTLASS's persistent grid)
 };
-size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
+size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
+                         bool cutlass);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------

@@ -12,13 +12,15 @@
 // (no host round trip), tiles of up to 4 pairs of one expert share each pass
 // over its weights, and a last kernel combines the k results of each token
 // in slot order. FP8 experts with dimensions in multiples of 128 use tiles
-// of 64 pairs on tensor cores instead (moe_fp8.cu).
+// of 64 pairs on tensor cores instead (moe_fp8.cu), or, with MoeArgs::use_cutlass,
+// CUTLASS's grouped GEMMs with one group per expert (moe_cutlass.cu).
 #include <algorithm>
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/moe_cutlass.h"
 
 namespace m2::cuda {
 namespace {
@@ -208,9 +210,11 @@ __global__ void moe_combine_kernel(MoeArgs a, const float* __restrict__ y) {
 }
 
 // Scratch layout (byte offsets, each 256-aligned); the FP8 path's region
-// first (fp8_gemm.h: tests find it there).
+// first, the CUTLASS path's right after it (fp8_gemm.h, moe_cutlass.h: tests
+// find them there).
 struct Scratch {
   void* fp8;
+  void* cutlass;
   float* u;
   float* y;
   int32_t* sorted;
@@ -218,13 +222,18 @@ struct Scratch {
   int* num_tiles;
 };
 int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return ceil_div(pairs, tile_pairs) + std::min(E, pairs); }
-Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
+Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, bool cutlass, size_t* total) {
   const int64_t P = T * top_k;
   ScratchLayout layout(base);
   auto take = [&](size_t bytes) { return layout.take(bytes); };
   Scratch s;
   const bool fp8_shapes = H % kFp8Block == 0 && I % kFp8Block == 0;
   s.fp8 = take(fp8_shapes ? moe_fp8_scratch_bytes(T, top_k, H, I) : 0);
+#if defined(M2CPP_WITH_CUTLASS)
+  s.cutlass = take(fp8_shapes && cutlass ? moe_cutlass_scratch_bytes(T, top_k, H, I, E) : 0);
+#else
+  s.cutlass = nullptr;
+#endif
   s.u = reinterpret_cast<float*>(take(sizeof(float) * P * I));
   s.y = reinterpret_cast<float*>(take(sizeof(float) * P * H));
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
@@ -239,7 +248,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const DeviceExperts& x = a.experts;
   const int64_t H = x.hidden, I = x.intermediate, E = x.num_experts, P = a.T * a.top_k;
   size_t total = 0;
-  const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, &total);
+  const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, a.use_cutlass, &total);
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
@@ -254,6 +263,17 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const bool tensor_cores = WT == DType::kF8E4M3 && a.fp8_tensor_cores && moe_fp8_supported(x);
+#if defined(M2CPP_WITH_CUTLASS)
+  if (tensor_cores && a.use_cutlass) {
+    // One tile per expert with pairs ({expert, first, count}: tile_pairs P).
+    moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E),
+                                                                static_cast<int>(P), s.sorted, s.tiles, s.num_tiles);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    const MoeFp8Scratch f = moe_fp8_carve(s.fp8, a.T, a.top_k, H, I);
+    return launch_moe_cutlass(a, MoeCutlassIo{s.sorted, s.tiles, s.num_tiles, f.x8, f.sx, f.u8, f.su, s.u, s.y},
+                              s.cutlass, stream);
+  }
+#endif
   const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
   const unsigned tiles = static_cast<unsigned>(max_tiles(P, E, tile_pairs));
   moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted,
@@ -277,9 +297,10 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts) {
+size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
+                         bool cutlass) {
   size_t total = 0;
-  carve(nullptr, T, top_k, hidden, intermediate, num_experts, &total);
+  carve(nullptr, T, top_k, hidden, intermediate, num_experts, cutlass, &total);
   return total;
 }
 

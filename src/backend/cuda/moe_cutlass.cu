@@ -1,0 +1,358 @@
+// The grouped FP8 MoE experts on CUTLASS 4.2's sm90 grouped GEMM with
+// blockwise scaling (moe_cutlass.h; the kernel configuration of
+// bench/cutlass_moe_bench.cu: pingpong, 64 x 128 x 128 tiles, cluster 1x1).
+// Compiled for sm_90a only (CMake M2CPP_CUTLASS); the backend uses it on
+// sm_90 devices only (device_caps.h).
+//
+// Per call, all on the stream, E = all experts as groups:
+//   1. args:    per-expert M_e and first[e] from moe.cu's grouping; the
+//               GEMMs' per-group shapes, pointers and strides; row_of_pair;
+//   2. x -> x8 + sx (launch_quantize_fp8), gathered to A1 [P, H] + SFA1;
+//   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, two grouped GEMMs);
+//   4. A2 [P, I] + SFA2 = quantise(silu(D1) ⊙ D3) per row per 128;
+//   5. D2 = A2 · W2_eᵀ                   ([P, H] fp32);
+//   6. out[t] = Σ_j w[t, j] · D2[row_of_pair[t * top_k + j]], j in slot order.
+// Operand layouts (CUTLASS names): A e4m3 [M_e, K] row-major; B = the
+// expert's weights [N, K] row-major ("column-major B"); SFB its 128 x 128
+// scales [N / 128, K / 128] row-major (K-major), as stored; SFA one compact
+// [K / 128, M_e] block per group (moe_cutlass.h); D fp32 [M_e, N] row-major.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/experts.cuh"
+#include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/fp8_mma.cuh"
+#include "backend/cuda/moe_cutlass.h"
+
+#if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED) || !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+#error "moe_cutlass.cu needs sm_90a (CMake compiles it for 90a-real only) and CUDA >= 12.3"
+#endif
+
+namespace m2::cuda {
+namespace {
+
+// ---- the CUTLASS kernel: one type for all three GEMMs ----------------------------
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
+using Shape3 = ProblemShape::UnderlyingProblemShape;
+using ElementA = cutlass::float_e4m3_t;
+using ElementB = cutlass::float_e4m3_t;
+using LayoutA = cutlass::layout::RowMajor;
+using LayoutB = cutlass::layout::ColumnMajor;
+using LayoutD = cutlass::layout::RowMajor;
+constexpr int kAlignAB = 16, kAlignD = 4;  // elements of 16 bytes
+using ScaleConfig =
+    cutlass::detail::Sm90BlockwiseScaleConfig<1, kKBlock, kKBlock, cute::GMMA::Major::MN, cute::GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
+using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, float, LayoutD*, kAlignD,
+    cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+    cutlass::epilogue::fusion::LinearCombination<float, float, void, float>>::CollectiveOp;
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
+    ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise>::CollectiveOp;
+using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+using StrideA = GemmKernel::InternalStrideA;
+using StrideB = GemmKernel::InternalStrideB;
+using StrideD = GemmKernel::InternalStrideD;
+static_assert(std::is_same_v<GemmKernel::InternalStrideC, StrideD>, "C and D share strides");
+
+// The workspace (per-SM TMA descriptors) is sized for this many SMs once;
+// the GEMMs of one call run one after another and share it.
+constexpr int kMaxSms = 1024;
+
+// One grouped GEMM's per-group arguments, [E] each.
+struct GroupArgs {
+  Shape3* shapes;
+  const ElementA** a;
+  const float** sfa;
+  StrideA* stride_a;
+  const ElementB** b;
+  const float** sfb;
+  StrideB* stride_b;
+  float** d;
+  StrideD* stride_d;
+};
+// The three GEMMs: W1 and W3 share A, SFA, shapes and strides.
+struct AllArgs {
+  GroupArgs up1, up3, down;
+};
+
+// Regions of the CUTLASS scratch (moe_cutlass.h) plus the argument arrays and
+// the workspace; *total gets the size.
+struct Layout {
+  MoeCutlassScratch s;
+  AllArgs args;
+  void* workspace;
+  size_t workspace_bytes;
+};
+
+size_t workspace_bytes() {
+  typename Gemm::Arguments args;
+  args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+  args.hw_info.sm_count = kMaxSms;
+  return Gemm::get_workspace_size(args);
+}
+
+Layout carve(void* region, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
+  const int64_t P = T * top_k;
+  ScratchLayout lay(region);
+  Layout l;
+  l.s.first = reinterpret_cast<int32_t*>(lay.take(sizeof(int32_t) * (E + 1)));
+  l.s.row_of_pair = reinterpret_cast<int32_t*>(lay.take(sizeof(int32_t) * P));
+  l.s.a1 = lay.take(static_cast<size_t>(P * H));
+  l.s.sfa1 = reinterpret_cast<float*>(lay.take(sizeof(float) * P * (H / kKBlock)));
+  l.s.d3 = reinterpret_cast<float*>(lay.take(sizeof(float) * P * I));
+  auto arrays = [&](GroupArgs& g, const GroupArgs* shared) {
+    if (shared) {
+      g = *shared;
+    } else {
+      g.shapes = reinterpret_cast<Shape3*>(lay.take(sizeof(Shape3) * E));
+      g.a = reinterpret_cast<const ElementA**>(lay.take(sizeof(void*) * E));
+      g.sfa = reinterpret_cast<const float**>(lay.take(sizeof(void*) * E));
+      g.stride_a = reinterpret_cast<StrideA*>(lay.take(sizeof(StrideA) * E));
+      g.stride_b = reinterpret_cast<StrideB*>(lay.take(sizeof(StrideB) * E));
+      g.stride_d = reinterpret_cast<StrideD*>(lay.take(sizeof(StrideD) * E));
+    }
+    g.b = reinterpret_cast<const ElementB**>(lay.take(sizeof(void*) * E));
+    g.sfb = reinterpret_cast<const float**>(lay.take(sizeof(void*) * E));
+    g.d = reinterpret_cast<float**>(lay.take(sizeof(void*) * E));
+  };
+  arrays(l.args.up1, nullptr);
+  arrays(l.args.up3, &l.args.up1);
+  arrays(l.args.down, nullptr);
+  l.workspace_bytes = workspace_bytes();
+  l.workspace = lay.take(l.workspace_bytes);
+  *total = lay.size();
+  return l;
+}
+
+// ---- our kernels ------------------------------------------------------------------
+
+// The expert whose rows hold sorted row r: the last e with first[e] <= r
+// (experts without pairs have first[e] == first[e + 1] and are passed over).
+__device__ inline int expert_of_row(const int32_t* first, int E, int64_t r) {
+  int lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first[mid] <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+struct ArgsIn {
+  DeviceExperts x;
+  const int4* tiles;  // {expert, first, count}, one per expert with pairs
+  const int* num_tiles;
+  const int32_t* sorted;
+  int64_t P;
+  uint8_t* a1;
+  float* sfa1;
+  uint8_t* a2;
+  float* sfa2;
+  float *d1, *d3, *d2;
+};
+
+// One block, shared memory [E] ints: first[], row_of_pair[], and every
+// group's arguments (empty experts too: M_e = 0, their pointers unused).
+__global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs g) {
+  extern __shared__ int count[];
+  const DeviceExperts& x = in.x;
+  const int E = static_cast<int>(x.num_experts);
+  const int H = static_cast<int>(x.hidden), I = static_cast<int>(x.intermediate);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < *in.num_tiles; i += blockDim.x) count[in.tiles[i].x] = in.tiles[i].z;
+  __syncthreads();
+  if (threadIdx.x == 0) {  // the grouping's offsets again: a prefix sum in expert order
+    int o = 0;
+    for (int e = 0; e < E; ++e) s.first[e] = o, o += count[e];
+    s.first[E] = o;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int m = count[e];
+    const int64_t f = s.first[e];
+    const uint8_t* w1 = x.w1 + e * x.stride13;
+    const uint8_t* w3 = x.w3 + e * x.stride13;
+    const uint8_t* w2 = x.w2 + e * x.stride2;
+    g.up1.shapes[e] = cute::make_shape(m, I, H);
+    g.up1.a[e] = reinterpret_cast<const ElementA*>(in.a1 + f * H);
+    g.up1.sfa[e] = in.sfa1 + f * (H / kKBlock);
+    g.up1.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, H, 1));
+    g.up1.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(I, H, 1));
+    g.up1.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, I, 1));
+    g.up1.b[e] = reinterpret_cast<const ElementB*>(w1);
+    g.up1.sfb[e] = reinterpret_cast<const float*>(w1 + x.scale_off13);
+    g.up1.d[e] = in.d1 + f * I;
+    g.up3.b[e] = reinterpret_cast<const ElementB*>(w3);
+    g.up3.sfb[e] = reinterpret_cast<const float*>(w3 + x.scale_off13);
+    g.up3.d[e] = in.d3 + f * I;
+    g.down.shapes[e] = cute::make_shape(m, H, I);
+    g.down.a[e] = reinterpret_cast<const ElementA*>(in.a2 + f * I);
+    g.down.sfa[e] = in.sfa2 + f * (I / kKBlock);
+    g.down.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, I, 1));
+    g.down.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(H, I, 1));
+    g.down.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, H, 1));
+    g.down.b[e] = reinterpret_cast<const ElementB*>(w2);
+    g.down.sfb[e] = reinterpret_cast<const float*>(w2 + x.scale_off2);
+    g.down.d[e] = in.d2 + f * H;
+  }
+  for (int64_t r = threadIdx.x; r < in.P; r += blockDim.x) s.row_of_pair[in.sorted[r]] = static_cast<int32_t>(r);
+}
+
+// A1 [P, H]: row r = x8 row of pair sorted[r]'s token; SFA1 in per-expert
+// blocks. One thread per 16 bytes; the first of each 128-byte block also
+// moves its scale.
+__global__ void cutlass_moe_gather_kernel(const uint8_t* __restrict__ x8, const float* __restrict__ sx, int64_t T,
+                                          int top_k, int64_t H, int E, const int32_t* __restrict__ sorted,
+                                          const int32_t* __restrict__ first, uint8_t* __restrict__ a1,
+                                          float* __restrict__ sfa1, int64_t P) {
+  const int64_t chunks = H / 16, i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= P * chunks) return;
+  const int64_t r = i / chunks, c = i % chunks, t = sorted[r] / top_k;
+  reinterpret_cast<uint4*>(a1 + r * H)[c] = reinterpret_cast<const uint4*>(x8 + t * H)[c];
+  if (c % (kKBlock / 16) != 0) return;
+  const int e = expert_of_row(first, E, r);
+  const int64_t f = first[e], m_e = first[e + 1] - f, kb = c / (kKBlock / 16);
+  sfa1[f * (H / kKBlock) + kb * m_e + (r - f)] = sx[kb * T + t];
+}
+
+// A2 + SFA2 = quantise(silu(D1) ⊙ D3): one warp per (row, 128 columns), the
+// amax / 448 rule of moe_fp8.cu's up epilogue (quantize_group128).
+__global__ void cutlass_moe_swiglu_kernel(const float* __restrict__ d1, const float* __restrict__ d3, int64_t I,
+                                          int E, const int32_t* __restrict__ first, uint8_t* __restrict__ a2,
+                                          float* __restrict__ sfa2, int64_t P) {
+  const int64_t kbs = I / kKBlock, w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (w >= P * kbs) return;
+  const int64_t r = w / kbs, kb = w % kbs, at = r * I + kb * kKBlock + 4 * lane;
+  const float4 g = *reinterpret_cast<const float4*>(d1 + at), u = *reinterpret_cast<const float4*>(d3 + at);
+  float scale = 0.0f;
+  const uint32_t codes =
+      quantize_group128(make_float4(silu_mul(g.x, u.x), silu_mul(g.y, u.y), silu_mul(g.z, u.z), silu_mul(g.w, u.w)),
+                        &scale);
+  *reinterpret_cast<uint32_t*>(a2 + at) = codes;
+  if (lane != 0) return;
+  const int e = expert_of_row(first, E, r);
+  const int64_t f = first[e], m_e = first[e + 1] - f;
+  sfa2[f * kbs + kb * m_e + (r - f)] = scale;
+}
+
+// out[t, :] = Σ_j w[t, j] · D2[row_of_pair[t * top_k + j], :], j in slot
+// order (moe.cu's combine, with D2 in sorted order).
+__global__ void cutlass_moe_combine_kernel(MoeArgs a, const float* __restrict__ d2,
+                                           const int32_t* __restrict__ row_of_pair) {
+  const int64_t t = blockIdx.x, H = a.experts.hidden;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    float s = 0.0f;
+    for (int j = 0; j < a.top_k; ++j)
+      s = fmaf(a.weights[t * a.top_k + j], d2[int64_t{row_of_pair[t * a.top_k + j]} * H + h], s);
+    a.out[t * H + h] = s;
+  }
+}
+
+// ---- the GEMM launches ----------------------------------------------------------
+
+cudaError_t status_error(cutlass::Status s) {
+  if (s == cutlass::Status::kSuccess) return cudaSuccess;
+  const cudaError_t e = cudaGetLastError();
+  return e != cudaSuccess ? e : cudaErrorLaunchFailure;
+}
+
+// One grouped GEMM over all E groups, problem shapes on the device only
+// (host shapes null: CUTLASS launches one persistent CTA per SM and skips
+// groups without tiles).
+cudaError_t run_gemm(const GroupArgs& g, int E, int sms, const Layout& l, cudaStream_t stream) {
+  typename Gemm::Arguments args;
+  args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+  args.problem_shape = {E, g.shapes, nullptr};
+  // The SFA / SFB layout arrays are not read (the mainloop deduces both per
+  // group from (M_e, N, K)): null.
+  args.mainloop = {g.a, g.stride_a, g.b, g.stride_b, g.sfa, nullptr, g.sfb, nullptr};
+  args.epilogue = {{}, nullptr, g.stride_d, g.d, g.stride_d};
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.sm_count = sms;
+  if (Gemm::get_workspace_size(args) > l.workspace_bytes) return cudaErrorInvalidValue;
+  cudaError_t e = status_error(Gemm::can_implement(args));
+  if (e != cudaSuccess) return e;
+  // Params from the arguments (host work only: the TMA descriptors); the
+  // shared memory opt-in once per thread (Gemm::initialize would repeat it
+  // each call).
+  typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, l.workspace);
+  thread_local bool smem_granted = false;
+  if (!smem_granted) {
+    e = cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             GemmKernel::SharedStorageSize);
+    if (e != cudaSuccess) return e;
+    smem_granted = true;
+  }
+  return status_error(Gemm::run(params, stream));
+}
+
+}  // namespace
+
+size_t moe_cutlass_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts) {
+  size_t total = 0;
+  carve(nullptr, T, top_k, hidden, intermediate, num_experts, &total);
+  return total;
+}
+
+MoeCutlassScratch moe_cutlass_carve(void* region, int64_t T, int top_k, int64_t hidden, int64_t intermediate,
+                                    int64_t num_experts) {
+  size_t total = 0;
+  return carve(region, T, top_k, hidden, intermediate, num_experts, &total).s;
+}
+
+cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* region, cudaStream_t stream) {
+  const DeviceExperts& x = a.experts;
+  const int64_t T = a.T, H = x.hidden, I = x.intermediate, P = T * a.top_k;
+  const int E = static_cast<int>(x.num_experts);
+  if (!moe_fp8_supported(x) || E > 4096 || P <= 0 || P > INT32_MAX || a.num_sms <= 0 || a.num_sms > kMaxSms)
+    return cudaErrorInvalidValue;
+  size_t total = 0;
+  const Layout l = carve(region, T, a.top_k, H, I, E, &total);
+  const MoeCutlassScratch& s = l.s;
+  const ArgsIn in{x, io.tiles, io.num_tiles, io.sorted, P, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
+  cutlass_moe_args_kernel<<<1, 1024, E * sizeof(int), stream>>>(in, s, l.args);
+  cudaError_t e = launch_quantize_fp8(a.x, T, H, H, io.x8, io.sx, stream);
+  if (e != cudaSuccess) return e;
+  constexpr int kThreads = 256;
+  cutlass_moe_gather_kernel<<<static_cast<unsigned>(ceil_div(P * (H / 16), kThreads)), kThreads, 0, stream>>>(
+      io.x8, io.sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if ((e = run_gemm(l.args.up1, E, a.num_sms, l, stream)) != cudaSuccess) return e;
+  if ((e = run_gemm(l.args.up3, E, a.num_sms, l, stream)) != cudaSuccess) return e;
+  cutlass_moe_swiglu_kernel<<<static_cast<unsigned>(ceil_div(P * (I / kKBlock) * kWarp, kThreads)), kThreads, 0,
+                              stream>>>(io.d1, s.d3, I, E, s.first, io.a2, io.sfa2, P);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if ((e = run_gemm(l.args.down, E, a.num_sms, l, stream)) != cudaSuccess) return e;
+  cutlass_moe_combine_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(a, io.d2, s.row_of_pair);
+  return cudaGetLastError();
+}
+
+}  // namespace m2::cuda
