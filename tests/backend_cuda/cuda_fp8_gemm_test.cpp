@@ -183,6 +183,19 @@ class Fp8Gemm : public CudaTest {
 // backend never launches them (device_caps.h).
 constexpr const char* kNoFp8Kernels = "this device cannot run the FP8 tensor-core kernels (device_caps.h)";
 
+// E random FP8 experts [I, H] / [H, I] in w's single layer.
+LayerWeights& random_fp8_experts(HostTensors& h, ModelWeights& w, int E, int64_t H, int64_t I) {
+  w.layers.resize(1);
+  LayerWeights& L = w.layers[0];
+  L.experts.resize(E);
+  for (auto& e : L.experts) {
+    e.w1 = h.linear(DType::kF8E4M3, I, H);
+    e.w3 = h.linear(DType::kF8E4M3, I, H);
+    e.w2 = h.linear(DType::kF8E4M3, H, I);
+  }
+  return L;
+}
+
 TEST_F(Fp8Gemm, QuantizationMatchesCpuRule) {
   HostTensors h(21);
   for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 128}, {17, 3072}, {333, 1536}}) {
@@ -336,14 +349,7 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
   const int64_t H = 3072, I = 1536;
   const int E = 16, k = 8;
   ModelWeights w;
-  w.layers.resize(1);
-  LayerWeights& L = w.layers[0];
-  L.experts.resize(E);
-  for (auto& e : L.experts) {
-    e.w1 = h.linear(DType::kF8E4M3, I, H);
-    e.w3 = h.linear(DType::kF8E4M3, I, H);
-    e.w2 = h.linear(DType::kF8E4M3, H, I);
-  }
+  LayerWeights& L = random_fp8_experts(h, w, E, H, I);
   const DeviceExperts dx = upload_experts(L);
   prepare(w);
   for (int64_t T : {9, 40, 333}) {
@@ -429,14 +435,7 @@ TEST_F(Fp8Gemm, CutlassMoeMatchesCpuAndOwnKernel) {
     const int64_t H = c.H, I = c.I, T = c.T, P = T * k;
     const int E = c.E;
     ModelWeights w;
-    w.layers.resize(1);
-    LayerWeights& L = w.layers[0];
-    L.experts.resize(E);
-    for (auto& e : L.experts) {
-      e.w1 = h.linear(DType::kF8E4M3, I, H);
-      e.w3 = h.linear(DType::kF8E4M3, I, H);
-      e.w2 = h.linear(DType::kF8E4M3, H, I);
-    }
+    LayerWeights& L = random_fp8_experts(h, w, E, H, I);
     const DeviceExperts dx = upload_experts(L);
     prepare(w);
     std::vector<int32_t> ids;
@@ -509,14 +508,7 @@ TEST_F(Fp8Gemm, CutlassMoeReplaysFromAGraphOnNewRouting) {
   const int64_t H = 1024, I = 512, T = 40;
   const int E = 32, k = 8;
   ModelWeights w;
-  w.layers.resize(1);
-  LayerWeights& L = w.layers[0];
-  L.experts.resize(E);
-  for (auto& e : L.experts) {
-    e.w1 = h.linear(DType::kF8E4M3, I, H);
-    e.w3 = h.linear(DType::kF8E4M3, I, H);
-    e.w2 = h.linear(DType::kF8E4M3, H, I);
-  }
+  LayerWeights& L = random_fp8_experts(h, w, E, H, I);
   std::vector<int32_t> ids1, ids2;
   std::vector<float> rw1, rw2;
   skewed_routing(h, T, E, k, {7}, ids1, rw1);

@@ -85,17 +85,25 @@ TEST_F(Fused, QkvProjMatchesThreeProducts) {
   }
 }
 
+// One layer's BF16 q/k norm weights for `heads` / `kv_heads` heads of hd dims.
+ModelWeights qk_norm_weights(HostTensors& h, int heads, int kv_heads, int hd) {
+  ModelWeights w;
+  w.layers.resize(1);
+  w.layers[0].q_norm = h.store(h.randn(heads * hd, 0.2f), DType::kBF16, Shape{heads * hd});
+  w.layers[0].k_norm = h.store(h.randn(kv_heads * hd, 0.2f), DType::kBF16, Shape{kv_heads * hd});
+  return w;
+}
+// Positions of the fused QK tests' tokens: the first, small, a block edge, long context.
+const std::vector<int32_t> kPositions = {0, 1, 17, 300, 4095, 200000};
+
 TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
   HostTensors h(13);
   struct Case { int heads, kv_heads, hd, rot; DType cache; };
   for (const Case& c : {Case{48, 8, 128, 64, DType::kBF16}, Case{4, 2, 64, 32, DType::kF32},
                         Case{48, 8, 128, 64, DType::kF32}}) {
-    ModelWeights w;
-    w.layers.resize(1);
-    w.layers[0].q_norm = h.store(h.randn(c.heads * c.hd, 0.2f), DType::kBF16, Shape{c.heads * c.hd});
-    w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
+    ModelWeights w = qk_norm_weights(h, c.heads, c.kv_heads, c.hd);
     prepare(w);
-    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+    const std::vector<int32_t> pos = kPositions;
     const int64_t T = static_cast<int64_t>(pos.size());
     const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
     auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);
@@ -152,12 +160,9 @@ TEST_F(Fused, QkNormRopeStoreIntoFp8CacheIsBitIdenticalToCpu) {
   HostTensors h(14);
   struct Case { int heads, kv_heads, hd, rot; };
   for (const Case& c : {Case{48, 8, 128, 64}, Case{4, 2, 64, 32}, Case{3, 1, 64, 32}, Case{6, 2, 96, 64}}) {
-    ModelWeights w;
-    w.layers.resize(1);
-    w.layers[0].q_norm = h.store(h.randn(c.heads * c.hd, 0.2f), DType::kBF16, Shape{c.heads * c.hd});
-    w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
+    ModelWeights w = qk_norm_weights(h, c.heads, c.kv_heads, c.hd);
     prepare(w);
-    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+    const std::vector<int32_t> pos = kPositions;
     const int64_t T = static_cast<int64_t>(pos.size());
     const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
     auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);

@@ -67,17 +67,21 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
   const int tok = warp / per_token, part = warp % per_token;
   const int64_t n4 = K / 4;
   constexpr int kBatch = 8;
-  // 1. max |x| of each token (loads issued in batches before use).
+  // The warp's float4 i = base + b * per_token * 32 of its token's row, b < kBatch, all loads issued first.
+  auto load_batch = [&](int64_t base, float4 (&v)[kBatch]) {
+    const float4* src = reinterpret_cast<const float4*>(row(tok));
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
+      v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  // 1. max |x| of each token.
   float m = 0.0f;
   if (tok < T) {
-    const float4* src = reinterpret_cast<const float4*>(row(tok));
     for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
       float4 v[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
-        v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+      load_batch(base, v);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) m = fmaxf(m, fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w))));
     }
@@ -97,15 +101,10 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
   const float up = ldexpf(1.0f, e);
   if (part == 0 && lane == 0) descale[tok] = ldexpf(1.0f, -e);
   // 2. hi + lo of x · 2^e (float4 i -> chunk i / 4, words 2 (i % 4), + 1).
-  const float4* src = reinterpret_cast<const float4*>(row(tok));
   uint32_t* dst = reinterpret_cast<uint32_t*>(xs) + static_cast<int64_t>(tok) * K;
   for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
     float4 v[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
-      v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    load_batch(base, v);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
