@@ -32,11 +32,11 @@
 #include <cfloat>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gemv_mma_plan.h"
 #include "backend/cuda/kernels.h"
 
 namespace m2::cuda {
 
-constexpr int kMmaWarps = 16;  // one block of 512 threads per SM
 constexpr int kMmaThreads = kMmaWarps * kWarp;
 constexpr int kMmaMaxTokens = 8;
 constexpr int kMmaTileRows = 8;   // weight rows per warp item
@@ -193,41 +193,9 @@ __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const
   }
 }
 
-// The work split of a launch over `blocks` blocks (one per SM): `tiles`
-// items of 8 weight rows, each cut into `splits` K ranges that the warps of
-// one group (splits consecutive warps of a block) compute together and sum
-// in a fixed order. Tile i goes to block i % blocks (every SM gets the same
-// share, +-1); a block runs its tiles kMmaWarps / splits at a time, one per
-// group: round r of group q is tile (r * groups + q) * blocks + blockIdx.x.
-// (Measured on an H200 against contiguous ranges per block, U = 8 steps per
-// load group and L2 prefetches of each warp's next tile: none was faster,
-// docs/perf.md.)
-struct MmaSchedule {
-  int splits = 1;
-  int blocks = 1;
-};
-
+// Round r of group q of this block (MmaSchedule).
 __device__ inline int64_t mma_tile_of(int splits, int64_t round, int group) {
   return (round * (kMmaWarps / splits) + group) * gridDim.x + blockIdx.x;
-}
-
-// The split count (a power of two, whole 128-column scale blocks per part,
-// at most kMmaWarps) with the least time per warp, counted in 64-column
-// steps: rounds x (steps per part + kRoundCost), kRoundCost standing for a
-// round's pipeline refill and group barrier. A function of the shape and the
-// GPU only, so a token's result does not depend on its batch.
-inline MmaSchedule choose_mma_split(int64_t tiles, int64_t steps, int num_sms) {
-  constexpr int64_t kRoundCost = 8;
-  MmaSchedule best;
-  best.blocks = static_cast<int>(tiles < num_sms ? tiles : num_sms);
-  const int64_t per_block = (tiles + best.blocks - 1) / best.blocks;
-  int64_t best_cost = -1;
-  for (int s = 1; s <= kMmaWarps; s *= 2) {
-    if ((steps / 2) % s != 0) continue;
-    const int64_t rounds = (per_block + kMmaWarps / s - 1) / (kMmaWarps / s), cost = rounds * (steps / s + kRoundCost);
-    if (best_cost < 0 || cost < best_cost) best_cost = cost, best.splits = s;
-  }
-  return best;
 }
 
 // Split sums of a group of warps, through shared memory part[warp][64]
