@@ -6,7 +6,9 @@
 #   3. the microbenchmarks beside the ceilings measured in the same run;
 #      (BENCH_ARGS=--quick: the decode-size rows only)
 #   4. `m2cpp bench decode --device cuda` on dummy weights at the real M2.7
-#      shape with as many layers as fit (LAYERS, default 30; 8 if that fails).
+#      shape with as many layers as fit (LAYERS, default 30; 8 if that fails);
+#      A/B reruns with an environment variable set: DECODE_VARIANTS (batch 1),
+#      BATCH_VARIANTS (batches and prefill), e.g. "M2CPP_MOE_CUTLASS=off".
 #   (CUTLASS_BENCH=1: also bench/cutlass_moe_bench.cu, CUTLASS's grouped FP8
 #    GEMM against our MoE kernel; --prepare then builds it too, which needs
 #    the nvidia-cutlass headers that scripts/setup.sh installs; they also put
@@ -198,6 +200,23 @@ for batch in ${DECODE_BATCHES-64 256}; do
   decode "$LAYERS" $(( $(left) - 40 )) decode_batch.log --context 1024 --batch $batch --tokens 8 \
     --json "$OUT/decode_b$batch.json" || note "decode at batch $batch failed (rc $?)"
 done
+# The same for the batch and prefill figures: BATCH_VARIANTS="M2CPP_MOE_CUTLASS=off ..." reruns each
+# batch of DECODE_BATCHES and, unless SKIP_PREFILL, the 8K prefill with each variable set in turn
+# (batch_variants.log; each run loads the model again, ~60 s for 30 layers).
+for v in ${BATCH_VARIANTS:-}; do
+  IFS=, read -ra vars <<< "$v"
+  for x in "${vars[@]}"; do export "$x"; done
+  for batch in ${DECODE_BATCHES-64 256}; do
+    (( $(left) > 150 )) || break
+    echo "== $v, batch $batch" >> "$OUT/batch_variants.log"
+    decode "$LAYERS" 120 batch_variants.log --context 1024 --batch $batch --tokens 8 || note "batch $batch with $v failed"
+  done
+  if [[ -z "${SKIP_PREFILL:-}" ]] && (( $(left) > 150 )); then
+    echo "== $v, 8K prefill" >> "$OUT/batch_variants.log"
+    decode "$LAYERS" 120 batch_variants.log --context 8192 --prefill-chunk 8192 --tokens 2 || note "prefill with $v failed"
+  fi
+  for x in "${vars[@]}"; do unset "${x%%=*}"; done
+done
 [[ -z "${SKIP_PREFILL:-}" ]] && (( $(left) > 60 )) && { decode "$LAYERS" $(( $(left) - 10 )) prefill.log --context 8192 --prefill-chunk 8192 --tokens 2 \
   --json "$OUT/prefill.json" || note "8K prefill failed (rc $?)"; }
 fi
@@ -223,6 +242,10 @@ fi
   grep -E '^(decode|bytes/step|ceiling)' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'
   echo "== prefill of 8K tokens in one step"
   grep -E '^prefill' "$OUT/prefill.log" 2>/dev/null | sed 's/^/   /'
+  if [[ -s "$OUT/batch_variants.log" ]]; then
+    echo "== batch and prefill with one variable set (BATCH_VARIANTS)"
+    grep -E '^(==|decode|ceiling|prefill)' "$OUT/batch_variants.log" | sed 's/^/   /'
+  fi
 } | tee -a "$SUMMARY"
 note "done"
 # One archive of the logs (the device tool returns a limited number of files).
