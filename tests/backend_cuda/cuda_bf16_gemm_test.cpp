@@ -59,18 +59,6 @@ class ScopedEnv {
 
 class Bf16Gemm : public CudaTest {
  protected:
-  cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream(*gpu_)); }
-  static int num_sms() {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
-    return n;
-  }
-  template <class T>
-  T* scratch(size_t n) {
-    auto mem = gpu_->allocate(std::max<size_t>(n, 1) * sizeof(T));
-    memory_.push_back(mem);
-    return static_cast<T*>(mem.get());
-  }
   // A device copy of a BF16 linear (independent of the backend's uploads).
   DeviceWeight upload(const Linear& l) {
     const auto* w = static_cast<const uint16_t*>(l.weight.data);

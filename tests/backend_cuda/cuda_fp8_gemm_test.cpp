@@ -78,13 +78,6 @@ class Fp8Gemm : public CudaTest {
     ASSERT_TRUE(arch.ok()) << arch.status().message();
     features_ = cuda::cuda_features(arch.value());
   }
-  cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream(*gpu_)); }
-  template <class T>
-  T* scratch(size_t n) {
-    auto mem = gpu_->allocate(std::max<size_t>(n, 1) * sizeof(T));
-    memory_.push_back(mem);
-    return static_cast<T*>(mem.get());
-  }
   // A device copy of an FP8 linear (independent of the backend's uploads).
   DeviceWeight upload(const Linear& l) {
     const int64_t N = l.out_features(), K = l.in_features();
@@ -97,12 +90,37 @@ class Fp8Gemm : public CudaTest {
   // Quantises x [T, K] on the GPU; returns the dequantised values q * s.
   std::vector<float> quantize(const float* d_x, int64_t T, int64_t K, uint8_t* q, float* s) {
     EXPECT_EQ(cuda::launch_quantize_fp8(d_x, T, K, K, q, s, stream()), cudaSuccess);
-    const auto codes = to_host(q, T * K);
-    const auto scales = to_host(s, T * (K / 128));
+    return dequantize(to_host(q, T * K), to_host(s, T * (K / 128)), T, K);
+  }
+  // codes [T, K] e4m3 with scales [K / 128, T] (fp8_gemm.h's layout) as values.
+  static std::vector<float> dequantize(const std::vector<uint8_t>& codes, const std::vector<float>& scales, int64_t T,
+                                       int64_t K) {
     std::vector<float> out(T * K);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t k = 0; k < K; ++k) out[t * K + k] = f8e4m3_to_f32(codes[t * K + k]) * scales[(k / 128) * T + t];
     return out;
+  }
+  // The CPU on a MoE path's own quantised activations: u[p] = SwiGLU of
+  // expert ids[p] on xq [T, H] (before u's quantisation) and out [T, H] =
+  // Σ_j rw · W2 uq[p] over uq [P, I], p = t * k + j.
+  struct QuantisedReference {
+    std::vector<float> u, out;
+  };
+  QuantisedReference reference_on_quantised(const LayerWeights& L, const std::vector<float>& xq,
+                                            const std::vector<float>& uq, const std::vector<int32_t>& ids,
+                                            const std::vector<float>& rw, int64_t T, int k, int64_t H, int64_t I) {
+    const int64_t P = T * k;
+    QuantisedReference r{std::vector<float>(P * I), std::vector<float>(T * H, 0.0f)};
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t t = p / k;
+      const ExpertWeights& ew = L.experts[ids[p]];
+      const std::vector<float> xt(xq.begin() + t * H, xq.begin() + (t + 1) * H);
+      const auto g = cpu_matmul(xt, 1, ew.w1), up = cpu_matmul(xt, 1, ew.w3);
+      for (int64_t c = 0; c < I; ++c) r.u[p * I + c] = g[c] / (1.0f + std::exp(-g[c])) * up[c];
+      const auto y = cpu_matmul(std::vector<float>(uq.begin() + p * I, uq.begin() + (p + 1) * I), 1, ew.w2);
+      for (int64_t c = 0; c < H; ++c) r.out[t * H + c] += rw[p] * y[c];
+    }
+    return r;
   }
   std::vector<float> cpu_matmul(std::vector<float> x, int64_t T, const Linear& w) {
     std::vector<float> y(T * w.out_features());
@@ -170,12 +188,6 @@ class Fp8Gemm : public CudaTest {
       for (int j = 0; j < k; ++j) rw[t * k + j] /= sum;
     }
   }
-  int num_sms() {
-    int n = 0;
-    EXPECT_EQ(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-    return n;
-  }
-
   cuda::CudaFeatures features_;
 };
 
@@ -372,18 +384,10 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
     const int64_t P = T * k;
     const auto x8 = to_host(s.x8, T * H), u8 = to_host(s.u8, P * I);
     const auto sx = to_host(s.sx, T * (H / 128)), su = to_host(s.su, P * (I / 128));
-    std::vector<float> xq(T * H), uq(P * I), u_cpu(P * I), want_q(T * H, 0.0f);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < H; ++c) xq[t * H + c] = f8e4m3_to_f32(x8[t * H + c]) * sx[(c / 128) * T + t];
-    for (int64_t p = 0; p < P; ++p)
-      for (int64_t c = 0; c < I; ++c) uq[p * I + c] = f8e4m3_to_f32(u8[p * I + c]) * su[(c / 128) * P + p];
+    const std::vector<float> xq = dequantize(x8, sx, T, H), uq = dequantize(u8, su, P, I);
+    const auto [u_cpu, want_q] = reference_on_quantised(L, xq, uq, ids, rw, T, k, H, I);
     int scale_errors = 0;
-    for (int64_t p = 0; p < P; ++p) {
-      const int64_t t = p / k;
-      const ExpertWeights& ew = L.experts[ids[p]];
-      const auto g = cpu_matmul(std::vector<float>(xq.begin() + t * H, xq.begin() + (t + 1) * H), 1, ew.w1);
-      const auto up = cpu_matmul(std::vector<float>(xq.begin() + t * H, xq.begin() + (t + 1) * H), 1, ew.w3);
-      for (int64_t c = 0; c < I; ++c) u_cpu[p * I + c] = g[c] / (1.0f + std::exp(-g[c])) * up[c];
+    for (int64_t p = 0; p < P; ++p)
       for (int64_t kb = 0; kb < I / 128; ++kb) {  // su = amax / 448 of the pair's block
         float amax = 0;
         for (int64_t c = kb * 128; c < kb * 128 + 128; ++c) amax = std::max(amax, std::abs(u_cpu[p * I + c]));
@@ -392,9 +396,6 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
           ADD_FAILURE() << what << ": u scale of pair " << p << " (expert " << ids[p] << ") block " << kb
                         << " expected " << want_s << " got " << got_s;
       }
-      const auto y = cpu_matmul(std::vector<float>(uq.begin() + p * I, uq.begin() + (p + 1) * I), 1, ew.w2);
-      for (int64_t c = 0; c < H; ++c) want_q[t * H + c] += rw[p] * y[c];
-    }
     // u: one e4m3 rounding (<= 2^-4 relative) on top of the up GEMM.
     EXPECT_LE(rel_error(uq, u_cpu), kQuantBound) << what << " SwiGLU output u: " << worst(uq, u_cpu, I);
     // The down GEMM and combine on the GPU's own u (CPU sums in expert
@@ -466,21 +467,15 @@ TEST_F(Fp8Gemm, CutlassMoeMatchesCpuAndOwnKernel) {
     std::vector<int64_t> count(E, 0);
     for (int32_t e : ids) ++count[e];
     for (int e = 0; e < E; ++e) ASSERT_EQ(first[e + 1] - first[e], count[e]) << what << " expert " << e;
-    std::vector<float> xq(T * H), uq(P * I), u_cpu(P * I), want_q(T * H, 0.0f);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t col = 0; col < H; ++col) xq[t * H + col] = f8e4m3_to_f32(x8[t * H + col]) * sx[(col / 128) * T + t];
+    const std::vector<float> xq = dequantize(x8, sx, T, H);
+    std::vector<float> uq(P * I);
     for (int64_t p = 0; p < P; ++p) {
-      const int64_t t = p / k, r = row[p], e = ids[p], m = r - first[e];
+      const int64_t r = row[p], e = ids[p], m = r - first[e];
       ASSERT_TRUE(m >= 0 && m < count[e]) << what << ": pair " << p << " in row " << r << ", not expert " << e << "'s";
       for (int64_t col = 0; col < I; ++col)
         uq[p * I + col] = f8e4m3_to_f32(a2[r * I + col]) * sfa2[first[e] * (I / 128) + (col / 128) * count[e] + m];
-      const ExpertWeights& ew = L.experts[e];
-      const std::vector<float> xt(xq.begin() + t * H, xq.begin() + (t + 1) * H);
-      const auto g = cpu_matmul(xt, 1, ew.w1), up = cpu_matmul(xt, 1, ew.w3);
-      for (int64_t col = 0; col < I; ++col) u_cpu[p * I + col] = g[col] / (1.0f + std::exp(-g[col])) * up[col];
-      const auto y = cpu_matmul(std::vector<float>(uq.begin() + p * I, uq.begin() + (p + 1) * I), 1, ew.w2);
-      for (int64_t col = 0; col < H; ++col) want_q[t * H + col] += rw[p] * y[col];
     }
+    const auto [u_cpu, want_q] = reference_on_quantised(L, xq, uq, ids, rw, T, k, H, I);
     EXPECT_LE(rel_error(uq, u_cpu), kQuantBound) << what << " SwiGLU output u: " << worst(uq, u_cpu, I);
     EXPECT_LE(rel_error(got, want_q), kSameInputsBound) << what << " vs CPU on the path's own u: "
                                                         << worst(got, want_q, H);

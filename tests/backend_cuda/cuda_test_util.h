@@ -3,6 +3,7 @@
 // with NaN so that an unwritten element fails), and error norms.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +122,19 @@ class CudaTest : public ::testing::Test {
     std::vector<float> v(a.rows * a.cols);
     gpu_->copy_to_host(a.data, v.data(), v.size() * sizeof(float));
     return v;
+  }
+  // Uninitialised device memory for n T's (at least one), freed with the test.
+  template <class T>
+  T* scratch(size_t n) {
+    auto mem = gpu_->allocate(std::max<size_t>(n, 1) * sizeof(T));
+    memory_.push_back(mem);
+    return static_cast<T*>(mem.get());
+  }
+  cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream(*gpu_)); }
+  static int num_sms() {
+    int n = 0;
+    EXPECT_EQ(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    return n;
   }
   template <class T>
   T* gpu_array(const std::vector<T>& v) {

@@ -175,6 +175,26 @@ struct ArgsIn {
   float *d1, *d3, *d2;
 };
 
+// Group e's weight operand (B, SFB: the expert's codes and 128 x 128 scales
+// as stored) and output D [M_e, N].
+__device__ inline void set_weight(GroupArgs& g, int e, const DeviceWeight& w, float* d) {
+  g.b[e] = reinterpret_cast<const ElementB*>(w.data);
+  g.sfb[e] = w.scales;
+  g.d[e] = d;
+}
+// Group e of a GEMM D [m, N] = A [m, K] · Wᵀ: shape, A and its compact SFA
+// block, packed strides, and the weight operand.
+__device__ inline void set_group(GroupArgs& g, int e, int m, int N, int K, const uint8_t* a, const float* sfa,
+                                 const DeviceWeight& w, float* d) {
+  g.shapes[e] = cute::make_shape(m, N, K);
+  g.a[e] = reinterpret_cast<const ElementA*>(a);
+  g.sfa[e] = sfa;
+  g.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, K, 1));
+  g.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(N, K, 1));
+  g.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, N, 1));
+  set_weight(g, e, w, d);
+}
+
 // One block, shared memory [E] ints: first[], row_of_pair[], and every
 // group's arguments (empty experts too: M_e = 0, their pointers unused).
 __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs g) {
@@ -195,30 +215,9 @@ __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs 
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     const int m = count[e];
     const int64_t f = s.first[e];
-    const uint8_t* w1 = x.w1 + e * x.stride13;
-    const uint8_t* w3 = x.w3 + e * x.stride13;
-    const uint8_t* w2 = x.w2 + e * x.stride2;
-    g.up1.shapes[e] = cute::make_shape(m, I, H);
-    g.up1.a[e] = reinterpret_cast<const ElementA*>(in.a1 + f * H);
-    g.up1.sfa[e] = in.sfa1 + f * (H / kKBlock);
-    g.up1.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, H, 1));
-    g.up1.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(I, H, 1));
-    g.up1.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, I, 1));
-    g.up1.b[e] = reinterpret_cast<const ElementB*>(w1);
-    g.up1.sfb[e] = reinterpret_cast<const float*>(w1 + x.scale_off13);
-    g.up1.d[e] = in.d1 + f * I;
-    g.up3.b[e] = reinterpret_cast<const ElementB*>(w3);
-    g.up3.sfb[e] = reinterpret_cast<const float*>(w3 + x.scale_off13);
-    g.up3.d[e] = in.d3 + f * I;
-    g.down.shapes[e] = cute::make_shape(m, H, I);
-    g.down.a[e] = reinterpret_cast<const ElementA*>(in.a2 + f * I);
-    g.down.sfa[e] = in.sfa2 + f * (I / kKBlock);
-    g.down.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, I, 1));
-    g.down.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(H, I, 1));
-    g.down.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, H, 1));
-    g.down.b[e] = reinterpret_cast<const ElementB*>(w2);
-    g.down.sfb[e] = reinterpret_cast<const float*>(w2 + x.scale_off2);
-    g.down.d[e] = in.d2 + f * H;
+    set_group(g.up1, e, m, I, H, in.a1 + f * H, in.sfa1 + f * (H / kKBlock), expert_w13(x, x.w1, e), in.d1 + f * I);
+    set_weight(g.up3, e, expert_w13(x, x.w3, e), in.d3 + f * I);  // A, shapes and strides: up1's
+    set_group(g.down, e, m, H, I, in.a2 + f * I, in.sfa2 + f * (I / kKBlock), expert_w2(x, e), in.d2 + f * H);
   }
   for (int64_t r = threadIdx.x; r < in.P; r += blockDim.x) s.row_of_pair[in.sorted[r]] = static_cast<int32_t>(r);
 }
