@@ -74,13 +74,23 @@ __device__ void select_experts(const float* logits, const RouteArgs& a, int64_t 
   }
 }
 
+// Launched early (launch_pdl): the block's gate rows are prefetched into L2
+// while the RMSNorm before it finishes, then it waits for x.
 template <DType WT>
-__global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G) {
+__global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, bool prefetch) {
   extern __shared__ float4 xs[];
   __shared__ float red[kWarps][kRows][kTokens];
   __shared__ bool last;
   const DeviceWeight& w = a.gate;
   const int64_t E = w.rows, H = w.cols;
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps / G) * kRows;
+  if (prefetch && threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x * rows_per_block < E) {
+    const int64_t row_bytes = H * static_cast<int64_t>(16 / Stored<WT>::kPer16);
+    const int64_t first = blockIdx.x * rows_per_block, n = min(rows_per_block, E - first);
+    prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(n * row_bytes));
+  }
+  grid_dependency_wait();
+  allow_dependents();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
   const int T = a.T - t0 < kTokens ? static_cast<int>(a.T - t0) : kTokens;
   const XLayout lay = make_layout<WT>(H, kWarp * G);
@@ -89,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G) {
 
   // Logits of this block's gate rows for the group's tokens.
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kWarps / G) * kRows + (warp / G) * kRows;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * rows_per_block + (warp / G) * kRows;
   float acc[kRows][kTokens] = {};
   dot_rows<WT, kTokens, kRows>(w, n, xs, lay, (warp % G) * kWarp + lane, T, acc);
 #pragma unroll
@@ -135,8 +145,7 @@ cudaError_t launch_typed(const RouteArgs& a, int num_sms, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(ceil_div(E, (kWarps / G) * kRows)),
                   static_cast<unsigned>(ceil_div(a.T, kTokens)));
-  route_kernel<WT><<<grid, kThreads, smem, stream>>>(a, G);
-  return cudaGetLastError();
+  return launch_pdl(route_kernel<WT>, grid, kThreads, smem, stream, a, G, l2_prefetch_enabled());
 }
 
 }  // namespace
