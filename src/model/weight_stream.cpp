@@ -69,42 +69,53 @@ Status stream_weights(const Checkpoint* checkpoint, const std::vector<WeightCopy
     if (shard) shard->release(released_to, shard->size() - released_to);
     shard = nullptr;
   };
+  // Copies larger than release_bytes (the embedding and lm_head: 1.2 GB
+  // each) go in pieces, so that what one piece faulted in is released
+  // before the next is read.
+  const uint64_t piece_bytes = std::max<uint64_t>(options.release_bytes, 1);
   uint64_t done = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const WeightCopy& c = copies[order[k]];
     const auto& loc = locs[order[k]];
     if (!loc) {
       leave_shard();
-      M2_RETURN_IF_ERROR(copy(c));
-    } else {
-      if (!shard || loc->file != shard_index) {
-        leave_shard();
-        shard_index = loc->file, ++shard_number;
-        shard = &checkpoint->file(shard_index).mapped();
-        read_to = loc->offset, released_to = 0, shard_end = 0;
-        for (size_t j = k; j < order.size() && locs[order[j]] && locs[order[j]]->file == shard_index; ++j)
-          shard_end = std::max(shard_end, locs[order[j]]->offset + copies[order[j]].bytes);
-      }
-      const uint64_t end = loc->offset + c.bytes;
-      // Keep the next window of the shard on its way from the disk; asked
-      // for half a window at a time to keep the system calls few.
-      if (read_to < std::min(end + options.readahead_bytes / 2, shard_end)) {
-        const uint64_t from = std::max(read_to, loc->offset);
-        read_to = std::min(end + options.readahead_bytes, shard_end);
-        shard->prefetch(from, read_to - from);
-      }
-      Status s = copy(c);
-      if (!s.ok()) {
-        const SafetensorsFile& f = checkpoint->file(shard_index);
-        return s.with_context(
-            fmt::format("{}: tensor '{}' (byte {})", f.path(), tensor_at(f, loc->offset), loc->offset));
-      }
-      if (end > released_to && end - released_to >= options.release_bytes)
-        released_to = shard->release(released_to, end - released_to);
+    } else if (!shard || loc->file != shard_index) {
+      leave_shard();
+      shard_index = loc->file, ++shard_number;
+      shard = &checkpoint->file(shard_index).mapped();
+      read_to = loc->offset, released_to = 0, shard_end = 0;
+      for (size_t j = k; j < order.size() && locs[order[j]] && locs[order[j]]->file == shard_index; ++j)
+        shard_end = std::max(shard_end, locs[order[j]]->offset + copies[order[j]].bytes);
     }
-    done += c.bytes;
-    bar.update(static_cast<int64_t>(done),
-               num_shards > 1 && shard ? fmt::format("shard {}/{}", shard_number, num_shards) : std::string());
+    for (uint64_t off = 0; off < c.bytes; off += piece_bytes) {
+      WeightCopy split;
+      if (c.bytes > piece_bytes)
+        split = {static_cast<const uint8_t*>(c.src) + off, std::min(piece_bytes, c.bytes - off),
+                 static_cast<uint8_t*>(c.dst) + off, c.what};
+      const WeightCopy& piece = c.bytes > piece_bytes ? split : c;
+      if (!loc) {
+        M2_RETURN_IF_ERROR(copy(piece));
+      } else {
+        const uint64_t begin = loc->offset + off, end = begin + piece.bytes;
+        // Keep the next window of the shard on its way from the disk; asked
+        // for half a window at a time to keep the system calls few.
+        if (read_to < std::min(end + options.readahead_bytes / 2, shard_end)) {
+          const uint64_t from = std::max(read_to, begin);
+          read_to = std::min(end + options.readahead_bytes, shard_end);
+          shard->prefetch(from, read_to - from);
+        }
+        Status s = copy(piece);
+        if (!s.ok()) {
+          const SafetensorsFile& f = checkpoint->file(shard_index);
+          return s.with_context(fmt::format("{}: tensor '{}' (byte {})", f.path(), tensor_at(f, begin), begin));
+        }
+        if (end > released_to && end - released_to >= options.release_bytes)
+          released_to = shard->release(released_to, end - released_to);
+      }
+      done += piece.bytes;
+      bar.update(static_cast<int64_t>(done),
+                 num_shards > 1 && shard ? fmt::format("shard {}/{}", shard_number, num_shards) : std::string());
+    }
   }
   leave_shard();
   bar.finish();

@@ -5,7 +5,8 @@
 // backend planned them in), the next `readahead_bytes` of the shard are read
 // from the disk in the background while a copy runs, and what has been
 // copied leaves the process's resident set every `release_bytes`
-// (MappedFile::release) and with its whole shard at the shard's end. Host
+// (MappedFile::release) and with its whole shard at the shard's end, so a
+// load holds about 2 x release_bytes of the checkpoint at a time. Host
 // views stay valid: a later read faults the bytes in again from the file.
 // Only for backends that do not compute from the mapping (not the CPU).
 #pragma once
@@ -21,7 +22,9 @@
 
 namespace m2 {
 
-// One copy of a host view's bytes to `dst` (opaque here: the backend's).
+// One copy of a host view's bytes to `dst`, a byte address in the backend's
+// memory (a copy larger than release_bytes is made in pieces, src + i to
+// dst + i).
 struct WeightCopy {
   const void* src = nullptr;
   uint64_t bytes = 0;

@@ -117,6 +117,31 @@ TEST_F(WeightStream, CopiesEveryByteAndHoldsAtMostAWindowOfTheCheckpoint) {
   for (const auto& [name, v] : views_) EXPECT_EQ(std::memcmp(out[name].data(), v.data, v.nbytes()), 0) << name;
 }
 
+TEST_F(WeightStream, LargeCopiesGoInPieces) {
+  const TensorView& v = views_.at("y.t05");
+  std::vector<uint8_t> host(3 * 100000 + 7, 9), out_host(host.size()), out_view(v.nbytes());
+  std::vector<WeightCopy> copies = {{host.data(), host.size(), out_host.data(), "host"},
+                                    {v.data, v.nbytes(), out_view.data(), "y.t05"}};
+  WeightStreamOptions options;
+  options.release_bytes = 100000;
+  uint64_t largest = 0;
+  int pieces = 0;
+  const Status s = stream_weights(
+      ck_.get(), copies,
+      [&](const WeightCopy& c) {
+        largest = std::max(largest, c.bytes);
+        ++pieces;
+        std::memcpy(c.dst, c.src, c.bytes);
+        return Status();
+      },
+      options);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(largest, 100000u);
+  EXPECT_EQ(pieces, 11 + 4);  // 1 MiB in pieces of 100000 bytes, then 3 x 100000 + 7
+  EXPECT_EQ(out_host, host);
+  EXPECT_EQ(std::memcmp(out_view.data(), v.data, v.nbytes()), 0);
+}
+
 TEST_F(WeightStream, AFailedCopyNamesItsShardAndTensor) {
   std::vector<WeightCopy> copies;
   for (auto& [name, v] : views_) copies.push_back({v.data, v.nbytes(), nullptr, name});
