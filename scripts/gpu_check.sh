@@ -60,15 +60,9 @@ free -g >> "$OUT/machine.txt" 2>&1
 nproc >> "$OUT/machine.txt" 2>&1
 note "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 
-# Shared libraries: the carried ones, then cuBLASLt wherever this image has it
-# (the CUDA toolkit, or PyTorch's nvidia-cublas wheel). Only our binaries get
-# this path (system tools keep theirs).
-LIBPATH=$ROOT/$BUILD/lib
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-  $(find /usr /opt -name 'libcublasLt.so.13*' -printf '%h\n' 2>/dev/null | sort -u | head -3); do
-  [[ -e "$dir/libcublasLt.so.13" ]] && LIBPATH=$LIBPATH:$dir
-done
-LDP="LD_LIBRARY_PATH=$LIBPATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Shared libraries: the carried ones, then cuBLASLt (scripts/gpu_libs.sh).
+source "$ROOT/scripts/gpu_libs.sh"
+LDP="LD_LIBRARY_PATH=$(gpu_library_path "$ROOT/$BUILD")"
 echo "$LDP" >> "$OUT/machine.txt"
 export M2CPP_SOURCE_DIR=$ROOT  # the tests' fixtures, wherever this checkout is
 # run SECONDS CMD...: CMD with our libraries, stopped after SECONDS (at least 10).

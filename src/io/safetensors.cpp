@@ -172,7 +172,7 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
     if (!index.is_object()) return errorf("{}: expected a JSON object", ip);
     auto wm = index.find("weight_map");
     if (wm == index.end() || !wm->is_object()) return errorf("{}: missing object 'weight_map'", ip);
-    std::map<std::string, size_t> file_ids;
+    std::map<std::string, size_t> file_ids;     // in name order: the shards' order
     std::map<std::string, std::string> listed;  // tensor -> file
     for (auto it = wm->begin(); it != wm->end(); ++it) {
       if (!it.value().is_string())
@@ -183,11 +183,12 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
         return errorf("{}: weight_map['{}'] names '{}', which is not a plain file name in the checkpoint directory",
                       ip, it.key(), file);
       listed[it.key()] = file;
-      if (!file_ids.count(file)) {
-        M2_ASSIGN_OR_RETURN(auto sf, SafetensorsFile::open((fs::path(dir) / file).string()));
-        file_ids[file] = ck->files_.size();
-        ck->files_.push_back(std::move(sf));
-      }
+      file_ids[file] = 0;
+    }
+    for (auto& [file, id] : file_ids) {
+      M2_ASSIGN_OR_RETURN(auto sf, SafetensorsFile::open((fs::path(dir) / file).string()));
+      id = ck->files_.size();
+      ck->files_.push_back(std::move(sf));
     }
     for (const auto& [name, file] : listed) {
       const size_t fid = file_ids[file];
@@ -235,6 +236,18 @@ std::vector<std::string> Checkpoint::names() const {
   out.reserve(index_.size());
   for (const auto& [name, _] : index_) out.push_back(name);
   return out;
+}
+
+std::optional<CheckpointLocation> Checkpoint::locate(const void* data) const {
+  // Compared as integers: relational operators on pointers into different
+  // objects are unspecified.
+  const auto addr = reinterpret_cast<uintptr_t>(data);
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const MappedFile& m = files_[i]->mapped();
+    const auto base = reinterpret_cast<uintptr_t>(m.data());
+    if (m.data() && addr >= base && addr < base + m.size()) return CheckpointLocation{i, addr - base};
+  }
+  return std::nullopt;
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,16 @@ Status parse_safetensors_header(std::string_view header, uint64_t data_size,
                                 std::map<std::string, SafetensorsEntry>* entries,
                                 std::map<std::string, std::string>* metadata);
 
+// Where a tensor's bytes lie: shard `file` of its checkpoint, at `offset`.
+struct CheckpointLocation {
+  size_t file = 0;
+  uint64_t offset = 0;
+};
+
 // A checkpoint directory: `model.safetensors.index.json` + its shards, or a
-// single `model.safetensors`. Tensor names are unique across shards.
+// single `model.safetensors`. Tensor names are unique across shards. Shards
+// are numbered in file-name order (model-00000-of-N first), which is the
+// order a reader streaming the checkpoint walks them in.
 class Checkpoint {
  public:
   static Result<std::unique_ptr<Checkpoint>> open(const std::string& dir);
@@ -70,6 +79,10 @@ class Checkpoint {
   std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t num_files() const { return files_.size(); }
+  const SafetensorsFile& file(size_t i) const { return *files_[i]; }
+  // The shard and byte offset of `data` (a view's bytes); nullopt when it is
+  // not inside this checkpoint's mappings.
+  std::optional<CheckpointLocation> locate(const void* data) const;
   uint64_t total_bytes() const;
 
  private:

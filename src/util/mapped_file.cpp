@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -43,8 +44,28 @@ MappedFile::~MappedFile() {
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-void MappedFile::advise_willneed() const {
-  if (data_) madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+uint64_t MappedFile::page_size() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+void MappedFile::prefetch(uint64_t offset, uint64_t n) const {
+  if (!data_ || offset >= size_) return;
+  const uint64_t begin = offset / page_size() * page_size();
+  const uint64_t end = std::min<uint64_t>(size_, offset + std::min<uint64_t>(n, size_ - offset));
+  if (end > begin) madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_WILLNEED);
+}
+
+uint64_t MappedFile::release(uint64_t offset, uint64_t n) const {
+  const uint64_t page = page_size();
+  offset = std::min<uint64_t>(offset, size_);
+  uint64_t end = offset + std::min<uint64_t>(n, size_ - offset);
+  if (end < size_) end = end / page * page;  // a page that goes on past the range is kept
+  const uint64_t begin = (offset + page - 1) / page * page;
+  // The mapping starts on a page, so begin is an aligned address; madvise
+  // rounds a length that stops at the file's end up to its last page.
+  if (data_ && end > begin) madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+  return std::max(end, offset);
 }
 
 }  // namespace m2

@@ -176,6 +176,30 @@ TEST(Checkpoint, ShardedThroughIndex) {
   EXPECT_NE(missing.status().message().find("missing tensor 'c'"), std::string::npos);
 }
 
+// Shards are numbered in file-name order (a streaming reader walks them so),
+// not in the index's (alphabetical) tensor order, and a view's bytes are
+// found back in their shard.
+TEST(Checkpoint, ShardsInFileNameOrderAndLocate) {
+  const std::string dir = test::temp_dir("ck_order");
+  test::st_write(dir + "/model-00000-of-00002.safetensors", {{"z", test::st_zeros("F32", {2})}});
+  test::st_write(dir + "/model-00001-of-00002.safetensors",
+                 {{"a", test::st_zeros("F32", {4})}, {"b", test::st_zeros("F32", {3})}});
+  write_index(dir, {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00001-of-00002.safetensors"},
+                    {"z", "model-00000-of-00002.safetensors"}});
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().message();
+  ASSERT_EQ((*ck)->num_files(), 2u);
+  EXPECT_NE((*ck)->file(0).path().find("model-00000-of"), std::string::npos);
+  EXPECT_NE((*ck)->file(1).path().find("model-00001-of"), std::string::npos);
+  const TensorView b = (*ck)->get("b").value();
+  const auto loc = (*ck)->locate(b.data);
+  ASSERT_TRUE(loc.has_value());
+  EXPECT_EQ(loc->file, 1u);
+  EXPECT_EQ(loc->offset, (*ck)->entry("b")->offset);
+  int elsewhere = 0;
+  EXPECT_FALSE((*ck)->locate(&elsewhere).has_value());
+}
+
 TEST(Checkpoint, SingleFile) {
   const std::string dir = test::temp_dir("ck_single");
   test::st_write(dir + "/model.safetensors", {{"a", test::st_zeros("F32", {2})}});

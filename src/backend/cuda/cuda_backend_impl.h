@@ -19,6 +19,7 @@
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/sampling.h"
 #include "model/backend.h"
+#include "model/weight_stream.h"
 
 namespace m2::cuda {
 
@@ -73,7 +74,8 @@ class CudaBackend final : public Backend {
   // streams them in one pass; false when their shapes do not allow it.
   Status upload_qkv(LayerWeights& layer, const char* what, bool* fused);
   Status device_alloc(size_t bytes, const char* what, uint8_t** out);
-  Status copy_up(void* dst, const TensorView& src, const char* what);
+  // Queues the upload of `src` to `dst`; prepare_weights streams the queue.
+  void queue_copy(void* dst, const TensorView& src, std::string_view what);
 
   // Device copies of prepared weights; an unprepared one stops the process.
   const void* device_view(const TensorView& t, const char* op) const;
@@ -125,7 +127,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, const float*> scales_;       // device FP8 weight -> its scales
   std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
   std::unordered_map<const void*, DeviceWeight> qkv_;          // q_proj.device -> q|k|v stacked
-  size_t uploaded_bytes_ = 0, upload_total_ = 0, next_report_ = 0;
+  std::vector<WeightCopy> pending_copies_;                     // prepare_weights' queued uploads
 
   // Step graphs: one executable graph per key, valid for the memory
   // generation it was recorded in; a key is recorded the second time it is

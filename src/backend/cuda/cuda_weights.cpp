@@ -1,7 +1,10 @@
 // prepare_weights for the CUDA backend: every tensor goes to device memory in
-// its stored dtype, one tensor at a time straight from its host view (the
-// memory-mapped checkpoint or the dummy buffers), so no second host copy is
-// ever made. Layout:
+// its stored dtype, straight from its host view (the memory-mapped checkpoint
+// or the dummy buffers), so no second host copy is ever made. The device
+// memory is laid out first (below), queueing one copy per view; the copies
+// then stream out of the checkpoint shard by shard (model/weight_stream.h),
+// which reads ahead only what is about to be copied and drops the host pages
+// of what has been, so a checkpoint larger than host memory loads. Layout:
 //   - norms, embeddings, router gate and bias: one allocation each, found by
 //     the host view's data pointer;
 //   - dense linears: the weight, then (FP8) its fp32 scales at the next
@@ -11,14 +14,15 @@
 //     address expert e by stride.
 // A Linear whose `device` this backend did not set (fresh, or set by another
 // backend) is uploaded; views are found by host address, so host tensors
-// must stay where they are while the backend uses their copies.
+// must stay where they are while the backend uses their copies. After a
+// failed prepare_weights the device copies are incomplete: the caller stops.
 #include <algorithm>
-#include <chrono>
 #include <set>
 #include <tuple>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "model/weight_stream.h"
 #include "util/log.h"
 
 namespace m2::cuda {
@@ -55,24 +59,15 @@ Status CudaBackend::device_alloc(size_t bytes, const char* what, uint8_t** out) 
   return Status();
 }
 
-Status CudaBackend::copy_up(void* dst, const TensorView& src, const char* what) {
-  const size_t n = src.nbytes();
-  const cudaError_t e = cudaMemcpy(dst, src.data, n, cudaMemcpyHostToDevice);
-  if (e != cudaSuccess) return errorf("{}: upload of {} bytes failed: {}", what, n, cudaGetErrorString(e));
-  uploaded_bytes_ += n;
-  if (uploaded_bytes_ >= next_report_ && upload_total_ > 0) {
-    log_info("weights -> GPU {}: {:.2f} of {:.2f} GiB ({:.0f} %)", device_, uploaded_bytes_ / 1073741824.0,
-             upload_total_ / 1073741824.0, 100.0 * uploaded_bytes_ / upload_total_);
-    next_report_ = uploaded_bytes_ + upload_total_ / 10;
-  }
-  return Status();
+void CudaBackend::queue_copy(void* dst, const TensorView& src, std::string_view what) {
+  pending_copies_.push_back({src.data, src.nbytes(), dst, std::string(what)});
 }
 
 Status CudaBackend::upload_view(const TensorView& t, const char* what) {
   if (t.empty() || views_.count(t.data)) return Status();
   uint8_t* dev = nullptr;
   M2_RETURN_IF_ERROR(device_alloc(t.nbytes(), what, &dev));
-  M2_RETURN_IF_ERROR(copy_up(dev, t, what));
+  queue_copy(dev, t, what);
   views_[t.data] = dev;
   return Status();
 }
@@ -88,10 +83,10 @@ Status CudaBackend::upload_linear(Linear& l, const char* what) {
   }
   uint8_t* dev = nullptr;
   M2_RETURN_IF_ERROR(device_alloc(linear_bytes(l), what, &dev));
-  M2_RETURN_IF_ERROR(copy_up(dev, l.weight, what));
+  queue_copy(dev, l.weight, what);
   if (l.is_fp8()) {
     uint8_t* scales = dev + align256(l.weight.nbytes());
-    M2_RETURN_IF_ERROR(copy_up(scales, l.scale_inv, what));
+    queue_copy(scales, l.scale_inv, what);
     scales_[dev] = reinterpret_cast<const float*>(scales);
   }
   views_[l.weight.data] = dev;
@@ -124,9 +119,9 @@ Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, bool* fuse
   int64_t rows = 0;
   for (Linear* l : ls) {
     uint8_t* dev = base + d_off;
-    M2_RETURN_IF_ERROR(copy_up(dev, l->weight, what));
+    queue_copy(dev, l->weight, what);
     if (l->is_fp8()) {
-      M2_RETURN_IF_ERROR(copy_up(scale_base + s_off, l->scale_inv, what));
+      queue_copy(scale_base + s_off, l->scale_inv, what);
       scales_[dev] = reinterpret_cast<const float*>(scale_base + s_off);
       s_off += bytes_of(l->scale_inv);
     }
@@ -177,9 +172,9 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
         {&e.w1, w1 + i * d.stride13, d.scale_off13}, {&e.w3, w3 + i * d.stride13, d.scale_off13},
         {&e.w2, w2 + i * d.stride2, d.scale_off2}};
     for (auto [l, dst, scale_off] : parts) {
-      M2_RETURN_IF_ERROR(copy_up(dst, l->weight, what.c_str()));
+      queue_copy(dst, l->weight, what);
       if (l->is_fp8()) {
-        M2_RETURN_IF_ERROR(copy_up(dst + scale_off, l->scale_inv, what.c_str()));
+        queue_copy(dst + scale_off, l->scale_inv, what);
         scales_[dst] = reinterpret_cast<const float*>(dst + scale_off);
       }
       l->device = dst;
@@ -192,7 +187,7 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
 
 Status CudaBackend::prepare_weights(ModelWeights& w) {
   if (cudaSetDevice(device_) != cudaSuccess) return errorf("prepare_weights: cannot select CUDA device {}", device_);
-  // What is still to upload, for the fit check and the progress lines.
+  // What is still to upload (with the device alignment), for the fit check.
   std::set<const void*> seen;
   size_t total = 0;
   auto count = [&](const TensorView& t, size_t bytes) {
@@ -220,9 +215,7 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     return errorf("the weights need {:.2f} GiB but CUDA device {} has {:.2f} of {:.2f} GiB free (fewer layers: "
                   "--num-layers)",
                   total / 1073741824.0, device_, free_b / 1073741824.0, total_b / 1073741824.0);
-  upload_total_ = total, uploaded_bytes_ = 0, next_report_ = total / 10;
-  const auto t0 = std::chrono::steady_clock::now();
-
+  pending_copies_.clear();
   M2_RETURN_IF_ERROR(upload_view(w.embed, "embed_tokens"));
   M2_RETURN_IF_ERROR(upload_view(w.final_norm, "norm"));
   M2_RETURN_IF_ERROR(upload_linear(w.lm_head, "lm_head"));
@@ -244,11 +237,19 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     M2_RETURN_IF_ERROR(upload_linear(L.o_proj, "o_proj"));
     M2_RETURN_IF_ERROR(upload_experts(L, static_cast<int>(i)));
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (total > (1u << 30))
-    log_info("weights -> GPU {}: {:.2f} GiB in {:.1f} s ({:.1f} GB/s)", device_, total / 1073741824.0, s,
-             total / std::max(s, 1e-9) / 1e9);
-  return Status();
+  WeightStreamOptions options;
+  options.label = fmt::format("weights -> GPU {}", device_);
+  options.progress = ProgressBar::for_stderr(ProgressBar::Style::kLog);
+  std::vector<WeightCopy> copies;
+  copies.swap(pending_copies_);
+  return stream_weights(
+      w.checkpoint.get(), copies,
+      [](const WeightCopy& c) {
+        const cudaError_t e = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) return Status();
+        return errorf("{}: upload of {} bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
+      },
+      options);
 }
 
 const void* CudaBackend::device_view(const TensorView& t, const char* op) const {

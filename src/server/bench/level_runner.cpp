@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "server/bench/progress_bar.h"
 #include "util/log.h"
+#include "util/progress_bar.h"
 
 namespace m2::bench {
 namespace {
@@ -38,7 +38,8 @@ class Level {
     const size_t limit = spec.concurrency > 0 ? static_cast<size_t>(spec.concurrency) : size_t{1024};
     const size_t workers = std::min(limit, sessions_.size());
     for (size_t i = 0; i < workers; ++i) clients_.push_back(std::make_unique<HttpClient>(ctx_.url, ctx_.api_key));
-    ProgressBar bar(spec.label, total_requests_, ctx_.progress);
+    ProgressBar bar(spec.label, total_requests_, ProgressUnit::count("requests"),
+                    ctx_.progress ? ProgressBar::Style::kTerminal : ProgressBar::Style::kOff);
     start_ = clock::now();
     running_ = static_cast<int>(workers);
     std::vector<std::thread> threads;
@@ -51,7 +52,7 @@ class Level {
           out.interrupted = true;
           for (auto& c : clients_) c->interrupt();
         }
-        bar.update(done_, failed_);
+        bar.update(done_, failed_ > 0 ? fmt::format("{} failed", failed_) : std::string());
       }
     }
     for (auto& t : threads) t.join();

@@ -11,10 +11,10 @@
 #include "server/bench/level_runner.h"
 #include "server/bench/level_summary.h"
 #include "server/bench/pareto_plot.h"
-#include "server/bench/progress_bar.h"
 #include "server/bench/report_table.h"
 #include "server/bench/token_source.h"
 #include "util/log.h"
+#include "util/progress_bar.h"
 
 namespace m2::bench {
 namespace {
@@ -186,7 +186,7 @@ Result<ServeBenchOutcome> run_serve_bench(ServeBenchConfig c) {
   ctx.request = c.request;
   ctx.tokens = tokens.get();
   ctx.stop = &g_stop;
-  ctx.progress = c.progress && ProgressBar::stderr_is_terminal();
+  ctx.progress = c.progress && ProgressBar::for_stderr(ProgressBar::Style::kOff) == ProgressBar::Style::kTerminal;
   const std::vector<LevelSpec> levels = level_specs(c);
   uint64_t level_seed = c.seed * 1000003 + 1;
 
