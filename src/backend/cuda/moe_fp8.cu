@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(UpTile::kThreads, 1)
       float m = red[row];
 #pragma unroll
       for (int w = 1; w < Cfg::kWarpsN; ++w) m = fmaxf(m, red[w * Cfg::BM + row]);
-      const float scale = m / kE4m3MaxValue;
+      const float scale = fp8_group_scale(m);
       const int64_t p = gr.sorted[first + row];
 #pragma unroll
       for (int j = 0; j < Cfg::NTG; ++j) {
