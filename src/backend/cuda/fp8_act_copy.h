@@ -7,7 +7,9 @@
 // One copy at a time, in two device buffers owned here and grown to the
 // largest step (a growth bumps the memory generation, like any scratch:
 // recorded graphs hold addresses). All work is on the backend's one stream,
-// so a producer may overwrite the buffers while earlier readers are queued.
+// so a producer may overwrite the buffers while earlier readers are queued
+// (a producer launched for an early start writes only after its
+// grid_dependency_wait(), like any of its outputs).
 //
 // When a copy may be used (the rule the backend follows):
 //   - it is of one Act {data, rows, cols}; a reader uses it only for an
@@ -17,8 +19,9 @@
 //     activations and write elsewhere (matmul, route, moe), which start with
 //     begin_reader_op(their outputs) instead: it keeps the copy unless one
 //     of the outputs overlaps the copy's Act.
-// So an op that writes memory drops the copy unless it says otherwise, and
-// forgetting costs the fusion, never correctness. The decisions depend only
+// So an op that writes memory (copy_from_host and allocate too) drops the
+// copy unless it says otherwise, and forgetting costs the fusion, never
+// correctness. The decisions depend only
 // on a step's op sequence and shapes, so a recorded step graph replays what
 // was decided while recording.
 #pragma once
