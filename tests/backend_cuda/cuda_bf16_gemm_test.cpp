@@ -43,20 +43,6 @@ constexpr double kRelL2Bound = 2e-5;
 constexpr int64_t kN = 1000;
 const std::vector<int64_t> kTokens = {17, 64, 300};
 
-// Sets (or unsets) an environment variable for a scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 class Bf16Gemm : public CudaTest {
  protected:
   // A device copy of a BF16 linear (independent of the backend's uploads).

@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -95,6 +96,23 @@ class HostTensors {
   std::mt19937_64 rng_;
   std::normal_distribution<float> nd_{0.0f, 1.0f};
   std::deque<std::vector<uint8_t>> bytes_;
+};
+
+// Sets (or unsets) an environment variable for a scope, then restores it
+// (backends read their switches when they are made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
 };
 
 // A GPU and a CPU backend; skips the test without a CUDA device.

@@ -23,6 +23,11 @@
 // so FP8 costs no more rounding than BF16. Rounding: Q and P to bf16
 // (relative 2^-9 each); everything else fp32.
 //
+// With a.out8.q the epilogue also writes out's FP8 copy: a vector's 128
+// outputs (one head of one row) are exactly one 128-channel quantisation
+// group, held by the 4 lanes of a quad, so its amax is a quad reduction and
+// each lane codes the fp32 values it stores (fp8_quant.cuh's rule).
+//
 // Shared memory rows of bf16 K/V are 256 + 16 bytes: the 8 row addresses of
 // an ldmatrix (8 consecutive keys, same dims) then fall in distinct banks.
 #include <cmath>
@@ -30,6 +35,7 @@
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
 
 namespace m2::cuda {
 namespace {
@@ -118,15 +124,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
   // one (finite, in range) and are not written.
   bool valid[2];
   int pos[2];
-  int64_t off[2];  // of the vector's q (and out) row
+  int64_t row[2];  // of the step
+  int head[2];     // q head
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int vl = warp * 16 + g + 8 * r;
     const int v = item.first_vector + min(vl, n_vec - 1);
     valid[r] = vl < n_vec;
     pos[r] = first_pos + v / G;
-    off[r] = (sq.first_row + v / G) * q_ld + static_cast<int64_t>(kvh * G + v % G) * kHd;
+    row[r] = sq.first_row + v / G;
+    head[r] = kvh * G + v % G;
   }
+  auto off = [&](int r) { return row[r] * q_ld + static_cast<int64_t>(head[r]) * kHd; };  // of q (and out) rows
   const int warp_min_pos = pos_of(warp * 16), warp_max_pos = pos_of(warp * 16 + 15);
 
   // Q as bf16 A fragments: qf[c] covers dims [16c, 16c + 16).
@@ -137,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
     for (int h = 0; h < 2; ++h) {  // dims 16c + 2t (h = 0) and 16c + 8 + 2t (h = 1)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float2 x = valid[r] ? *reinterpret_cast<const float2*>(a.q + off[r] + 16 * c + 8 * h + 2 * t)
+        const float2 x = valid[r] ? *reinterpret_cast<const float2*>(a.q + off(r) + 16 * c + 8 * h + 2 * t)
                                   : make_float2(0.0f, 0.0f);
         qf[c][2 * h + r] = pack_bf16(x.x, x.y);
       }
@@ -296,16 +305,34 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
     __syncthreads();  // the buffers of this tile may be refilled
   }
 
+  const bool fp8_out = a.out8.q != nullptr;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const float inv = 1.0f / l[r];  // padding vectors too (finite): every lane takes part in the shuffles
+    float amax = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kHd / 8; ++n) {
+      o[n][2 * r] *= inv, o[n][2 * r + 1] *= inv;
+      amax = fmaxf(amax, fmaxf(fabsf(o[n][2 * r]), fabsf(o[n][2 * r + 1])));
+    }
+    if (fp8_out) {  // the head's amax over the quad (fmaxf: exact in any order)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    }
     if (!valid[r]) continue;
-    const float inv = 1.0f / l[r];
-    float* dst = a.out + off[r] + 2 * t;
+    const int64_t at = off(r) + 2 * t;
 #pragma unroll
     for (int n = 0; n < kHd / 8; ++n)
-      *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      *reinterpret_cast<float2*>(a.out + at + 8 * n) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
+    if (!fp8_out) continue;
+    const float scale = fp8_group_scale(amax);
+#pragma unroll
+    for (int n = 0; n < kHd / 8; ++n)
+      *reinterpret_cast<uint16_t*>(a.out8.q + at + 8 * n) =
+          static_cast<uint16_t>(fp8_code(o[n][2 * r], scale) | fp8_code(o[n][2 * r + 1], scale) << 8);
+    if (t == 0) a.out8.s[head[r] * a.T + row[r]] = scale;
   }
 }
 
@@ -328,7 +355,7 @@ bool attention_prefill_supports(DType dtype, int head_dim) {
 
 cudaError_t launch_attention_prefill(const AttentionArgs& a, cudaStream_t stream) {
   if (!attention_prefill_supports(a.dtype, a.head_dim) || a.group < 1 || a.kv_heads < 1 || a.num_items < 1 ||
-      a.block_size < 1)
+      a.block_size < 1 || (a.out8.q && !a.out8.s))
     return cudaErrorInvalidValue;
   if (a.dtype == DType::kF8E4M3) {
     if (!a.k_scales || !a.v_scales) return cudaErrorInvalidValue;

@@ -50,6 +50,8 @@ CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
 
 void* cuda_stream(Backend& b) { return static_cast<cuda::CudaBackend&>(b).stream(); }
 
+int64_t cuda_fp8_copies_used(Backend& b) { return static_cast<cuda::CudaBackend&>(b).fp8_copies_used(); }
+
 namespace cuda {
 namespace {
 
@@ -96,7 +98,17 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::bind() const {
+void CudaBackend::bind() {
+  fp8_copy_.begin_op();
+  bind_device();
+}
+
+void CudaBackend::bind_reader(std::initializer_list<WrittenBytes> writes) {
+  fp8_copy_.begin_reader_op(writes);
+  bind_device();
+}
+
+void CudaBackend::bind_device() const {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != device_)
     M2_CUDA_CHECK(cudaSetDevice(device_), "selecting CUDA device {}", device_);
@@ -144,7 +156,8 @@ void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, A
 void CudaBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
   bind();
   auto timer = timed([&] { return fmt::format("rms_norm T={}", x.rows); });
-  check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data, stream_),
+  check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data,
+                        fp8_copy_for(out), stream_),
         "rms_norm", [&] { return fmt::format("rms_norm of {} by {} {}", shape(x), dtype_name(weight.dtype), weight.shape.str()); });
 }
 
@@ -164,7 +177,7 @@ void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
 }
 
 void CudaBackend::matmul(Act x, const Linear& w, Act y) {
-  bind();
+  bind_reader({written(y)});
   auto timer = timed([&] { return fmt::format("matmul T={} {}", x.rows, w.weight.shape.str()); });
   const DeviceWeight d = device_weight(w, "matmul");
   auto context = [&] {
@@ -172,9 +185,13 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
   };
   if (x.cols != d.cols || y.cols != d.rows || y.rows != x.rows) die(cudaErrorInvalidValue, "matmul", context(), __FILE__, __LINE__);
   if (fp8_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
-    check(fp8_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_), "matmul", [&] {
-      return fmt::format("{} (FP8 activations, M2CPP_FP8_GEMM={})", context(), fp8_gemm_mode_name(fp8_matmul_.mode()));
-    });
+    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+    check(x8.q ? fp8_matmul_.run_quantized(x8.q, x8.s, x.rows, d, y.data, y.cols, stream_)
+               : fp8_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_),
+          "matmul", [&] {
+            return fmt::format("{} (FP8 activations{}, M2CPP_FP8_GEMM={})", context(),
+                               x8.q ? " from x's producer" : "", fp8_gemm_mode_name(fp8_matmul_.mode()));
+          });
     return;
   }
   if (bf16_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
@@ -285,6 +302,10 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     AttentionArgs p = a;
     p.items = reinterpret_cast<const AttnItem*>(meta.device + meta.prefill_off);
     p.num_items = meta.num_prefill_items;
+    // The prefill kernel writes every row of out when it has all the work:
+    // then also out's FP8 copy (a head of 128 = one quantisation group), for o_proj.
+    if (meta.num_items == 0 && meta.num_decode_items == 0 && out.cols == int64_t{num_heads} * s.head_dim)
+      p.out8 = fp8_copy_for(out);
     check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
       return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, {} kv "
                          "heads x {}, group {})",
@@ -324,7 +345,8 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
 }
 
 void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) {
-  bind();
+  const size_t pairs = static_cast<size_t>(x.rows) * top_k;
+  bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
   auto timer = timed([&] { return fmt::format("route T={}", x.rows); });
   RouteArgs a;
   a.x = x.data, a.T = x.rows;
@@ -343,7 +365,7 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
 }
 
 void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
-  bind();
+  bind_reader({written(out)});
   auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });
   MoeArgs a;
   a.x = x.data, a.T = x.rows;
@@ -353,6 +375,10 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.num_sms = num_sms_;
   a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
   a.use_cutlass = a.fp8_tensor_cores && moe_cutlass_;
+  if (moe_reads_x8(a)) {
+    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+    a.x8 = x8.q, a.sx = x8.s;
+  }
   a.scratch = moe_scratch_.reserve(moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate,
                                                      a.experts.num_experts, a.use_cutlass),
                                    stream_);
@@ -362,6 +388,15 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   };
   if (x.cols != a.experts.hidden) die(cudaErrorInvalidValue, "moe", context(), __FILE__, __LINE__);
   check(launch_moe(a, stream_), "moe", context);
+}
+
+Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
+  // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
+  const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
+  if (!fp8_paths || scales_.empty() || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
+      reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
+    return {};
+  return fp8_copy_.produce(out, stream_);
 }
 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
@@ -436,7 +471,7 @@ void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps
   };
   if (x.rows != y.rows || x.cols != y.cols || out.data == x.data) die(cudaErrorInvalidValue, "add_rms_norm", context(), __FILE__, __LINE__);
   check(launch_add_rms_norm(x.data, y.data, x.rows, x.cols, device_view(weight, "add_rms_norm"), weight.dtype, eps,
-                            out.data, stream_),
+                            out.data, fp8_copy_for(out), stream_),
         "add_rms_norm", context);
 }
 

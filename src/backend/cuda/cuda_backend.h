@@ -3,6 +3,7 @@
 // headers; defined only in builds with M2CPP_WITH_CUDA.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "model/backend.h"
@@ -31,5 +32,11 @@ CudaCeilings cuda_measure_ceilings(int device, bool gemm = true);
 // The cudaStream_t every op of a CUDA backend is queued on (for timing with
 // events and for graph capture).
 void* cuda_stream(Backend& cuda_backend);
+
+// How many FP8 products of a CUDA backend have so far read their input as
+// its producer quantised it (an RMSNorm or the prefill attention writing the
+// FP8 copy beside the fp32 output) instead of quantising it themselves; stays
+// 0 with M2CPP_FUSED_QUANT=off. Tests check that the fused path is taken.
+int64_t cuda_fp8_copies_used(Backend& cuda_backend);
 
 }  // namespace m2

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_caps.h"
+#include "backend/cuda/fp8_act_copy.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
@@ -61,6 +62,7 @@ class CudaBackend final : public Backend {
   MemoryInfo memory_info() override;
 
   cudaStream_t stream() const { return stream_; }
+  int64_t fp8_copies_used() const { return fp8_copy_.uses(); }
 
  private:
   // sample() without sm_90 code: the logits to the host, model/sampling.h's reference there.
@@ -105,8 +107,20 @@ class CudaBackend final : public Backend {
     return profile_ ? OpProfile::Scope(profile_.get(), stream_, key()) : OpProfile::Scope();
   }
 
-  // Makes device_ the calling thread's current device (ops may come from any thread).
-  void bind() const;
+  // The start of every op: makes device_ the calling thread's current
+  // device (ops may come from any thread) and drops the FP8 copy of an
+  // activation (fp8_act_copy.h: any op may write its memory).
+  void bind();
+  // The start of an op that writes only `writes` (matmul, route, moe): bind(),
+  // keeping the FP8 copy unless one of them overlaps it.
+  void bind_reader(std::initializer_list<WrittenBytes> writes);
+  void bind_device() const;
+  // Where a producer about to write `out` also writes out's FP8 copy, or none
+  // (null q) when no FP8 product would read it: the FP8 paths off
+  // (M2CPP_FP8_GEMM=off, a device without them), no FP8 weights, fewer than
+  // kFp8GemmMinTokens rows (products of fewer stream fp32 activations),
+  // columns not a multiple of 128, or out not 16-byte aligned.
+  Fp8Out fp8_copy_for(const Act& out);
   // After a launch: stop with `context()` if it failed (and, with
   // M2CPP_CUDA_SYNC=1, if the kernel itself failed).
   template <class Context>
@@ -148,6 +162,7 @@ class CudaBackend final : public Backend {
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
 
   Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(fp8_gemm_mode_from_env(), features_)};  // FP8 weights x many tokens
+  Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_, attn_decode_partials_, attn_counters_;
   std::vector<uint8_t> attn_meta_host_;

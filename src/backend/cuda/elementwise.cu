@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace m2::cuda {
@@ -28,6 +29,13 @@ __global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_
 // floats (a multiple of 4, 16-byte aligned) are held in registers, every load
 // of x, y and w issued before any is used (a loop of dependent loads made
 // this a 9 us kernel at batch 1); other rows take the plain loop.
+// kFp8Out: the block also writes out's FP8 copy out8 (n a multiple of 128,
+// out 16-byte aligned: the launcher checks), quantising the very fp32 values
+// it stores: held in registers, a 128-column group is one warp's float4s (32
+// consecutive float4 columns, and kRowThreads is a multiple of 32), so each
+// warp quantises its own group; the plain loop reads its stored row back.
+// (A template parameter, so that the decode sizes, which never quantise, run
+// the kernel they ran before.)
 constexpr int kNormLoads = 4;
 
 __device__ inline float4 load4_any(const void* p, DType t, int64_t i) {
@@ -49,10 +57,12 @@ __device__ inline float inv_rms(double ss, int64_t n, float eps) {
   return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + static_cast<double>(eps)));
 }
 
-// (out may be x for the plain norm: each thread reads its elements before it writes them.)
+// (out may be x for the plain norm: each thread reads its elements before it
+// writes them.) One block per row: gridDim.x = T, the rows of out8.
+template <bool kFp8Out>
 __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const float* __restrict__ y, int64_t n,
                                                                const void* __restrict__ w, DType w_dtype, float eps,
-                                                               float* out) {
+                                                               float* out, Fp8Out out8) {
   __shared__ double scratch[kWarp];
   grid_dependency_wait();
   allow_dependents();
@@ -91,7 +101,10 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const f
 #pragma unroll
     for (int i = 0; i < kNormLoads; ++i) {
       const int64_t c = threadIdx.x + i * kRowThreads;
-      if (c < n4) reinterpret_cast<float4*>(o)[c] = mul4(v[i], inv, wv[i]);
+      if (c >= n4) continue;  // warp-uniform when n % 128 == 0
+      const float4 r = mul4(v[i], inv, wv[i]);
+      reinterpret_cast<float4*>(o)[c] = r;
+      if constexpr (kFp8Out) quantize_store_group128(r, blockIdx.x, c / kWarp, gridDim.x, n, out8.q, out8.s);
     }
     return;
   }
@@ -103,6 +116,13 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(float* x, const f
   }
   const float inv = inv_rms(block_sum(ss, scratch), n, eps);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], inv), load_any(w, w_dtype, j));
+  if constexpr (kFp8Out) {
+    __syncthreads();  // the block's stores to o are visible to all its threads after this
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    for (int64_t kb = warp; kb < n / kFp8Block; kb += blockDim.x / kWarp)
+      quantize_store_group128(reinterpret_cast<const float4*>(o + kb * kFp8Block)[lane], blockIdx.x, kb, gridDim.x, n,
+                              out8.q, out8.s);
+  }
 }
 
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
@@ -163,16 +183,30 @@ cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_
   return launch_pdl(embed_kernel, static_cast<unsigned>(T), kRowThreads, 0, stream, table, dtype, H, ids, out);
 }
 
+namespace {
+// rms_norm_kernel with y null (plain norm) or not (x += y first).
+cudaError_t launch_norm(float* x, const float* y, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
+                        float* out, Fp8Out out8, cudaStream_t stream) {
+  if (!out8.q)
+    return launch_pdl(rms_norm_kernel<false>, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, y, n, w, w_dtype,
+                      eps, out, out8);
+  if (n % kFp8Block != 0 || !out8.s || reinterpret_cast<uintptr_t>(out) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(out8.q) % 4 != 0)
+    return cudaErrorInvalidValue;
+  return launch_pdl(rms_norm_kernel<true>, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, y, n, w, w_dtype,
+                    eps, out, out8);
+}
+}  // namespace
+
 cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
-                            float* out, cudaStream_t stream) {
+                            float* out, Fp8Out out8, cudaStream_t stream) {
   // x is only read (y is null).
-  return launch_pdl(rms_norm_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, const_cast<float*>(x),
-                    static_cast<const float*>(nullptr), n, w, w_dtype, eps, out);
+  return launch_norm(const_cast<float*>(x), nullptr, rows, n, w, w_dtype, eps, out, out8, stream);
 }
 
 cudaError_t launch_add_rms_norm(float* x, const float* y, int64_t rows, int64_t n, const void* w, DType w_dtype,
-                                float eps, float* out, cudaStream_t stream) {
-  return launch_pdl(rms_norm_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, y, n, w, w_dtype, eps, out);
+                                float eps, float* out, Fp8Out out8, cudaStream_t stream) {
+  return launch_norm(x, y, rows, n, w, w_dtype, eps, out, out8, stream);
 }
 
 cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {

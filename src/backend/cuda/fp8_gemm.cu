@@ -20,10 +20,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const float
   const int64_t t = group / groups_per_row, kb = group % groups_per_row;
   const int lane = threadIdx.x % kWarp;
   const float4 v = *reinterpret_cast<const float4*>(x + t * ldx + kb * kKBlock + 4 * lane);
-  float scale = 0.0f;
-  const uint32_t codes = quantize_group128(v, &scale);
-  *reinterpret_cast<uint32_t*>(q + t * K + kb * kKBlock + 4 * lane) = codes;
-  if (lane == 0) s[kb * T + t] = scale;
+  quantize_store_group128(v, t, kb, T, K, q, s);
 }
 
 using DenseTile = Fp8Tile<128, 1, 2, 4>;

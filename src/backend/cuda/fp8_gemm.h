@@ -71,10 +71,14 @@ class Fp8Matmul {
   // kFp8GemmMinTokens, w supported, x 16-byte and y 8-byte aligned, ldx % 4
   // == 0, ldy even).
   bool applies(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const float* y, int64_t ldy) const;
-  // Quantises x, then runs the mode's GEMM. cuBLASLt without an algorithm
-  // for a shape falls back to the own kernel (logged once per shape).
+  // Quantises x, then run_quantized.
   cudaError_t run(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
                   cudaStream_t stream);
+  // The mode's GEMM on x already quantised (q, s as launch_quantize_fp8
+  // writes them: by its producer, Fp8Out). cuBLASLt without an algorithm for
+  // a shape falls back to the own kernel (logged once per shape).
+  cudaError_t run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
+                            int64_t ldy, cudaStream_t stream);
   // cuBLASLt on quantised activations (q, s as launch_quantize_fp8 writes
   // them): cudaErrorNotSupported when it has no algorithm for the shape.
   cudaError_t run_cublaslt(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y, int64_t ldy,

@@ -1,6 +1,7 @@
-// The dense FP8 path of a backend: activation quantisation into scratch,
-// then our mma.sync kernel (fp8_gemm.cu) or cuBLASLt's block-scaled FP8
-// matmul, chosen by M2CPP_FP8_GEMM.
+// The dense FP8 path of a backend: activation quantisation into scratch
+// (unless the activation's producer wrote it quantised), then our mma.sync
+// kernel (fp8_gemm.cu) or cuBLASLt's block-scaled FP8 matmul, chosen by
+// M2CPP_FP8_GEMM.
 //
 // cuBLASLt's view of the product: cublaslt_plans.h (the "TN" layout FP8
 // needs, A = the weights, B = the activations). Scales: A (weights)
@@ -56,10 +57,15 @@ cudaError_t Fp8Matmul::run(const float* x, int64_t T, int64_t ldx, const DeviceW
   const int64_t K = w.cols;
   auto* q = static_cast<uint8_t*>(q_.reserve(static_cast<size_t>(T * K), stream));
   auto* s = static_cast<float*>(s_.reserve(sizeof(float) * static_cast<size_t>(T * (K / 128)), stream));
-  cudaError_t e = launch_quantize_fp8(x, T, K, ldx, q, s, stream);
+  const cudaError_t e = launch_quantize_fp8(x, T, K, ldx, q, s, stream);
   if (e != cudaSuccess) return e;
+  return run_quantized(q, s, T, w, y, ldy, stream);
+}
+
+cudaError_t Fp8Matmul::run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
+                                     int64_t ldy, cudaStream_t stream) {
   if (mode_ == Fp8GemmMode::kCublasLt) {
-    e = run_cublaslt(q, s, T, w, y, ldy, stream);
+    const cudaError_t e = run_cublaslt(q, s, T, w, y, ldy, stream);
     if (e != cudaErrorNotSupported) return e;
   }
   return launch_fp8_gemm(q, s, T, w, y, ldy, stream);

@@ -1,7 +1,8 @@
 // Device core of the FP8 block-scaled tensor-core GEMMs (fp8_gemm.cu: dense
-// prefill; moe_fp8.cu: grouped MoE experts): per-token-group activation
-// quantisation, and a tile loop of mma.sync m16n8k32 e4m3 x e4m3 -> f32 fed by
-// a cp.async multi-stage pipeline. Only .cu files include this.
+// prefill; moe_fp8.cu: grouped MoE experts): a tile loop of mma.sync
+// m16n8k32 e4m3 x e4m3 -> f32 fed by a cp.async multi-stage pipeline, on
+// activations quantised per token group (fp8_quant.cuh). Only .cu files
+// include this.
 //
 // Operands. A: activation rows, e4m3 codes with one fp32 scale per row per
 // 128 columns, scales stored k-block-major (sA[kb * lds + row]: a tile's
@@ -33,31 +34,11 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
 
 namespace m2::cuda {
 
-constexpr int kKBlock = 128;           // k per stage = FP8 scale block = bytes per smem row
-constexpr float kE4m3MaxValue = 448.0f;  // largest finite e4m3
-
-// ---- activation quantisation ----------------------------------------------------
-
-// Code of v in a group whose scale is `scale` = amax / 448 (RNE, saturating;
-// an all-zero group has scale 0 and codes 0).
-__device__ inline uint8_t fp8_code(float v, float scale) {
-  return __nv_cvt_float_to_fp8(scale > 0.0f ? v / scale : 0.0f, __NV_SATFINITE, __NV_E4M3);
-}
-
-// One warp quantises one group of 128 values, lane l holding values
-// 4l..4l+3 in v: returns the lane's 4 codes (value 4l in the low byte) and
-// sets *scale (every lane) to the group's scale. Written for fusion into
-// the kernels that produce activations (RMSNorm, SwiGLU).
-__device__ inline uint32_t quantize_group128(float4 v, float* scale) {
-  const float amax = warp_max(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-  const float s = amax / kE4m3MaxValue;
-  *scale = s;
-  return static_cast<uint32_t>(fp8_code(v.x, s)) | static_cast<uint32_t>(fp8_code(v.y, s)) << 8 |
-         static_cast<uint32_t>(fp8_code(v.z, s)) << 16 | static_cast<uint32_t>(fp8_code(v.w, s)) << 24;
-}
+constexpr int kKBlock = 128;  // k per stage = FP8 scale block = bytes per smem row
 
 // ---- PTX wrappers (cp.async: async_copy.cuh) ------------------------------------
 

@@ -44,16 +44,27 @@ struct DeviceExperts {
   int64_t stride2 = 0, scale_off2 = 0;
 };
 
+// An optional FP8 copy of an fp32 activation [T, K] that its producer kernel
+// writes beside it (null q: none): codes q [T, K] e4m3 and scales
+// s [K / 128, T] (s[kb * T + t]), exactly what launch_quantize_fp8
+// (fp8_gemm.h) writes from the fp32 output, so that the FP8 products reading
+// the activation skip that kernel. K a multiple of 128, q 4-byte aligned.
+struct Fp8Out {
+  uint8_t* q = nullptr;
+  float* s = nullptr;
+};
+
 // ---- elementwise.cu ----------------------------------------------------------
 // out[i, :] = table[ids[i], :] as fp32; table [V, H].
 cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
                          cudaStream_t stream);
-// out = x / rms(x) * w per row of n (fp64 statistics); out may be x.
+// out = x / rms(x) * w per row of n (fp64 statistics); out may be x. With
+// out8.q: also out's FP8 copy (n a multiple of 128, out 16-byte aligned).
 cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,
-                            float* out, cudaStream_t stream);
+                            float* out, Fp8Out out8, cudaStream_t stream);
 // x += y, then out = rms_norm(x) as above (x updated in place; out != x).
 cudaError_t launch_add_rms_norm(float* x, const float* y, int64_t rows, int64_t n, const void* w, DType w_dtype,
-                                float eps, float* out, cudaStream_t stream);
+                                float eps, float* out, Fp8Out out8, cudaStream_t stream);
 // x[i] += y[i] for i < n.
 cudaError_t launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], rows of `cols` floats.
@@ -161,9 +172,18 @@ struct MoeArgs {
   // device_caps.h). The scratch must be sized with the same flag.
   bool use_cutlass = false;
   int num_sms = 0;  // of the device (CUTLASS's persistent grid)
+  // x's FP8 copy written by its producer (Fp8Out's layout: codes [T, H],
+  // scales [H / 128, T]), or null: the FP8 paths quantise x into their
+  // scratch themselves.
+  const uint8_t* x8 = nullptr;
+  const float* sx = nullptr;
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
                          bool cutlass);
+// Whether launch_moe takes a grouped FP8 path (tensor cores: more than 64
+// pairs, FP8 experts of dimensions in multiples of 128, fp8_tensor_cores),
+// the paths that quantise x or read x8.
+bool moe_reads_x8(const MoeArgs& a);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
@@ -204,6 +224,9 @@ struct AttentionArgs {
   int split_keys = 0;
   float* partials = nullptr;
   unsigned* counters = nullptr;
+  // The prefill kernel only, when it writes every row of out: out's FP8
+  // copy (one 128-channel group = one head of head_dim 128).
+  Fp8Out out8;
 };
 constexpr int kAttnVectors = 8;  // (row, head) vectors per item
 constexpr int kAttnMaxHeadDim = 128;

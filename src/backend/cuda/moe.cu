@@ -262,7 +262,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
                                  kThreads, down_smem, stream>>>(a, s.u);
     return cudaGetLastError();
   }
-  const bool tensor_cores = WT == DType::kF8E4M3 && a.fp8_tensor_cores && moe_fp8_supported(x);
+  const bool tensor_cores = moe_reads_x8(a);
 #if defined(M2CPP_WITH_CUTLASS)
   if (tensor_cores && a.use_cutlass) {
     // One tile per expert with pairs ({expert, first, count}: tile_pairs P).
@@ -296,6 +296,10 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool moe_reads_x8(const MoeArgs& a) {
+  return a.T * a.top_k > kDecodePairs && a.fp8_tensor_cores && moe_fp8_supported(a.experts);
+}
 
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
                          bool cutlass) {

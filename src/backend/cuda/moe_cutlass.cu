@@ -7,7 +7,8 @@
 // Per call, all on the stream, E = all experts as groups:
 //   1. args:    per-expert M_e and first[e] from moe.cu's grouping; the
 //               GEMMs' per-group shapes, pointers and strides; row_of_pair;
-//   2. x -> x8 + sx (launch_quantize_fp8), gathered to A1 [P, H] + SFA1;
+//   2. x -> x8 + sx (launch_quantize_fp8; skipped when x's producer wrote
+//      them: MoeArgs::x8), gathered to A1 [P, H] + SFA1;
 //   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, two grouped GEMMs);
 //   4. A2 [P, I] + SFA2 = quantise(silu(D1) ⊙ D3) per row per 128;
 //   5. D2 = A2 · W2_eᵀ                   ([P, H] fp32);
@@ -338,11 +339,13 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   const MoeCutlassScratch& s = l.s;
   const ArgsIn in{x, io.tiles, io.num_tiles, io.sorted, P, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
   cutlass_moe_args_kernel<<<1, 1024, E * sizeof(int), stream>>>(in, s, l.args);
-  cudaError_t e = launch_quantize_fp8(a.x, T, H, H, io.x8, io.sx, stream);
+  const uint8_t* x8 = a.x8 ? a.x8 : io.x8;
+  const float* sx = a.x8 ? a.sx : io.sx;
+  cudaError_t e = a.x8 ? cudaSuccess : launch_quantize_fp8(a.x, T, H, H, io.x8, io.sx, stream);
   if (e != cudaSuccess) return e;
   constexpr int kThreads = 256;
   cutlass_moe_gather_kernel<<<static_cast<unsigned>(ceil_div(P * (H / 16), kThreads)), kThreads, 0, stream>>>(
-      io.x8, io.sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
+      x8, sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up1, E, a.num_sms, l, stream)) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up3, E, a.num_sms, l, stream)) != cudaSuccess) return e;

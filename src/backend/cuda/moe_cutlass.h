@@ -33,7 +33,8 @@ bool moe_cutlass_enabled_by_env();
 // (moe_group_kernel with one tile per expert: sorted[] pair indices, tiles
 // {expert, first, count} for the experts with pairs, in expert order) and
 // the regions of moe.cu's scratch it reuses:
-//   x8 [T, H] e4m3 + sx [H / 128, T]  x quantised per token (moe_fp8_carve's x8, sx);
+//   x8 [T, H] e4m3 + sx [H / 128, T]  x quantised per token (moe_fp8_carve's x8, sx;
+//                                     unused when MoeArgs::x8 is set);
 //   a2 [P, I] e4m3 + sfa2 [P * I / 128] the SwiGLU output, rows in sorted
 //                                     order, scales in per-expert blocks
 //                                     (moe_fp8_carve's u8, su; layout below);
@@ -73,7 +74,7 @@ MoeCutlassScratch moe_cutlass_carve(void* region, int64_t T, int top_k, int64_t 
 
 // out[t] = Σ_j w[t, j] · W2_e(silu(W1_e x_t) ⊙ W3_e x_t), e = ids[t, j], j in
 // slot order: x quantised per token per 128 channels (launch_quantize_fp8,
-// as moe_fp8.cu), rows gathered into sorted order, D1 = A1·W1ᵀ and D3 =
+// as moe_fp8.cu, or its producer's copy a.x8), rows gathered into sorted order, D1 = A1·W1ᵀ and D3 =
 // A1·W3ᵀ (CUTLASS), u = silu(D1) ⊙ D3 quantised per row per 128 (the
 // amax / 448 rule), D2 = A2·W2ᵀ (CUTLASS), then the weighted sum per token.
 // Experts as moe_fp8_supported accepts; a.num_sms the device's SM count.

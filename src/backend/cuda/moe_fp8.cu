@@ -1,7 +1,8 @@
 // The grouped MoE experts on FP8 tensor cores (fp8_mma.cuh), for many
 // (token, expert) pairs; moe.cu groups the pairs by expert before and
 // combines each token's k results in slot order after.
-//   1. x [T, H] -> x8 + sx (per token, per 128 channels);
+//   1. x [T, H] -> x8 + sx (per token, per 128 channels), unless x's
+//      producer wrote them (MoeArgs::x8);
 //   2. up: a block takes one tile of up to 64 pairs of one expert (token rows
 //      of x8 gathered by index) x 128 columns of I, with the W1 and W3 rows
 //      of those columns (B = 256 rows); epilogue u = silu(gate) * up,
@@ -43,7 +44,7 @@ struct GatherA {
   }
 };
 
-// grid (max tiles, I / 128).
+// grid (max tiles, I / 128); x quantised in a.x8, a.sx.
 __global__ void __launch_bounds__(UpTile::kThreads, 1)
     moe_fp8_up_kernel(MoeArgs a, MoeFp8Groups gr, MoeFp8Scratch s) {
   using Cfg = UpTile;
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(UpTile::kThreads, 1)
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 128;
   const int count = tile.z;
   auto token_of = [&](int r) { return static_cast<int64_t>(gr.sorted[first + r] / a.top_k); };
-  const GatherA<Cfg, decltype(token_of)> A(s.x8, H, s.sx, count, token_of);
+  const GatherA<Cfg, decltype(token_of)> A(a.x8, H, a.sx, count, token_of);
   const uint8_t* w1 = x.w1 + tile.x * x.stride13;
   const uint8_t* w3 = x.w3 + tile.x * x.stride13;
   const int64_t kbs = H / kKBlock;
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(UpTile::kThreads, 1)
       float m = red[row];
 #pragma unroll
       for (int w = 1; w < Cfg::kWarpsN; ++w) m = fmaxf(m, red[w * Cfg::BM + row]);
-      const float scale = m / kE4m3MaxValue;
+      const float scale = fp8_group_scale(m);
       const int64_t p = gr.sorted[first + row];
 #pragma unroll
       for (int j = 0; j < Cfg::NTG; ++j) {
@@ -192,13 +193,17 @@ cudaError_t launch_moe_fp8_experts(const MoeArgs& a, const MoeFp8Groups& groups,
   const DeviceExperts& x = a.experts;
   if (!moe_fp8_supported(x) || groups.max_tiles <= 0) return cudaErrorInvalidValue;
   const MoeFp8Scratch s = moe_fp8_carve(scratch, a.T, a.top_k, x.hidden, x.intermediate);
-  cudaError_t e = launch_quantize_fp8(a.x, a.T, x.hidden, x.hidden, s.x8, s.sx, stream);
-  if (e != cudaSuccess) return e;
+  MoeArgs q = a;  // with x8, sx set: the producer's, or ours in the scratch
+  cudaError_t e = cudaSuccess;
+  if (!q.x8) {
+    if ((e = launch_quantize_fp8(a.x, a.T, x.hidden, x.hidden, s.x8, s.sx, stream)) != cudaSuccess) return e;
+    q.x8 = s.x8, q.sx = s.sx;
+  }
   if ((e = allow_dynamic_smem(moe_fp8_up_kernel, UpTile::kSmemBytes)) != cudaSuccess) return e;
   if ((e = allow_dynamic_smem(moe_fp8_down_kernel, DownTile::kSmemBytes)) != cudaSuccess) return e;
   const unsigned tiles = static_cast<unsigned>(groups.max_tiles);
   moe_fp8_up_kernel<<<dim3(tiles, static_cast<unsigned>(x.intermediate / 128)), UpTile::kThreads,
-                      UpTile::kSmemBytes, stream>>>(a, groups, s);
+                      UpTile::kSmemBytes, stream>>>(q, groups, s);
   moe_fp8_down_kernel<<<dim3(tiles, static_cast<unsigned>(x.hidden / 128)), DownTile::kThreads,
                         DownTile::kSmemBytes, stream>>>(a, groups, s, y);
   return cudaGetLastError();
