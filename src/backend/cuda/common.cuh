@@ -85,6 +85,17 @@ __device__ inline float load_any(const void* p, DType t, int64_t i) {
   }
 }
 
+// Values i..i+3 (i a multiple of 4; p 16-byte aligned for F32, 8 for BF16).
+__device__ inline float4 load4_any(const void* p, DType t, int64_t i) {
+  if (t == DType::kF32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+  if (t == DType::kBF16) {
+    const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
+    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                       __uint_as_float(w.y & 0xffff0000u));
+  }
+  return make_float4(load_any(p, t, i), load_any(p, t, i + 1), load_any(p, t, i + 2), load_any(p, t, i + 3));
+}
+
 // 16 bytes of data read once (weights): bypass L1, prefetch 256 B into L2.
 __device__ inline uint4 load_stream(const void* p) {
   uint4 v;

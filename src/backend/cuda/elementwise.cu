@@ -38,16 +38,6 @@ __global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_
 // the kernel they ran before.)
 constexpr int kNormLoads = 4;
 
-__device__ inline float4 load4_any(const void* p, DType t, int64_t i) {
-  if (t == DType::kF32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
-  if (t == DType::kBF16) {
-    const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
-    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
-                       __uint_as_float(w.y & 0xffff0000u));
-  }
-  return make_float4(load_any(p, t, i), load_any(p, t, i + 1), load_any(p, t, i + 2), load_any(p, t, i + 3));
-}
-
 __device__ inline float4 mul4(float4 x, float inv, float4 w) {
   return make_float4(__fmul_rn(__fmul_rn(x.x, inv), w.x), __fmul_rn(__fmul_rn(x.y, inv), w.y),
                      __fmul_rn(__fmul_rn(x.z, inv), w.z), __fmul_rn(__fmul_rn(x.w, inv), w.w));

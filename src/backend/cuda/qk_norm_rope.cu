@@ -65,9 +65,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
     nw[i] = make_float4(1.f, 1.f, 1.f, 1.f);
     if (c < n4 && norm) {
       const DType nd = is_q ? a.q_norm_dtype : a.k_norm_dtype;
-      const int64_t j = 4ll * (is_q ? c : c - nq4);
-      nw[i] = make_float4(load_any(norm, nd, j), load_any(norm, nd, j + 1), load_any(norm, nd, j + 2),
-                          load_any(norm, nd, j + 3));
+      nw[i] = load4_any(norm, nd, 4ll * (is_q ? c : c - nq4));
     }
   }
   const bool store_v = a.slots && threadIdx.x < a.kv_dim / 4;
@@ -76,9 +74,10 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
   const int half = a.rotary_dim / 2;
   if (threadIdx.x < half) {
     const int i = threadIdx.x;
-    const double angle = a.positions[t] * a.inv_freq[i];
-    cs[i] = static_cast<float>(cos(angle));
-    cs[kQkMaxHalfRotary + i] = static_cast<float>(sin(angle));
+    double sn, cn;  // one argument reduction for both
+    sincos(a.positions[t] * a.inv_freq[i], &sn, &cn);
+    cs[i] = static_cast<float>(cn);
+    cs[kQkMaxHalfRotary + i] = static_cast<float>(sn);
   }
 
   double sq = 0, sk = 0;
@@ -118,10 +117,11 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
     const int c = threadIdx.x + i * kThreads;
     if (c >= n4) continue;
     float out[4];
+    const int d0 = 4 * (c < nq4 ? c : c - nq4) % a.head_dim;  // the 4 dims lie in one head (head_dim % 4 == 0)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = 4 * c + e;  // in the staged [q | k] row
-      const int d = (c < nq4 ? j : j - 4 * nq4) % a.head_dim;
+      const int d = d0 + e;
       if (d < half) {
         out[e] = __fsub_rn(__fmul_rn(row[j], cs[d]), __fmul_rn(row[j + half], cs[kQkMaxHalfRotary + d]));
       } else if (d < a.rotary_dim) {
@@ -183,6 +183,10 @@ cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
       a.head_dim % 4 != 0 || a.q_dim % a.head_dim != 0 || a.kv_dim % a.head_dim != 0 ||
       a.q_dim + a.kv_dim > 4ll * kLoads * kThreads || a.kv_dim > 4ll * kThreads)
     return cudaErrorInvalidValue;
+  auto aligned = [](const void* w, DType t) {  // load4_any's vector loads
+    return !w || reinterpret_cast<uintptr_t>(w) % (t == DType::kF32 ? 16 : t == DType::kBF16 ? 8 : 1) == 0;
+  };
+  if (!aligned(a.q_norm, a.q_norm_dtype) || !aligned(a.k_norm, a.k_norm_dtype)) return cudaErrorInvalidValue;
   const DType cache = a.slots ? a.cache_dtype : DType::kF32;
   if (cache == DType::kF8E4M3 && (!a.k_scales || !a.v_scales)) return cudaErrorInvalidValue;
   const int64_t staged = a.q_dim + a.kv_dim + (cache == DType::kF8E4M3 ? a.kv_dim : 0);  // floats
