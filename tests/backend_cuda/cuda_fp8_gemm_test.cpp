@@ -195,19 +195,6 @@ class Fp8Gemm : public CudaTest {
 // backend never launches them (device_caps.h).
 constexpr const char* kNoFp8Kernels = "this device cannot run the FP8 tensor-core kernels (device_caps.h)";
 
-// E random FP8 experts [I, H] / [H, I] in w's single layer.
-LayerWeights& random_fp8_experts(HostTensors& h, ModelWeights& w, int E, int64_t H, int64_t I) {
-  w.layers.resize(1);
-  LayerWeights& L = w.layers[0];
-  L.experts.resize(E);
-  for (auto& e : L.experts) {
-    e.w1 = h.linear(DType::kF8E4M3, I, H);
-    e.w3 = h.linear(DType::kF8E4M3, I, H);
-    e.w2 = h.linear(DType::kF8E4M3, H, I);
-  }
-  return L;
-}
-
 TEST_F(Fp8Gemm, QuantizationMatchesCpuRule) {
   HostTensors h(21);
   for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 128}, {17, 3072}, {333, 1536}}) {

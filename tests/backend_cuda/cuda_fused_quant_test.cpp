@@ -191,6 +191,13 @@ TEST_F(FusedQuant, AttentionCopyIsTheQuantizeKernelsBytes) {
   }
 }
 
+// A BF16 RMSNorm weight [H] around 1.
+TensorView random_norm_weight(HostTensors& h, int64_t H) {
+  std::vector<float> w(H);
+  for (float& v : w) v = 1.0f + 0.2f * h.normal();
+  return h.store(w, DType::kBF16, Shape{H});
+}
+
 // A layer's norm -> q|k|v and norm -> route -> MoE on two backends, fused
 // and M2CPP_FUSED_QUANT=off: identical outputs; the fused one hands its
 // copies to the 3 products and the MoE from 17 tokens, none at 16. With the
@@ -203,11 +210,8 @@ TEST_F(FusedQuant, ProductsOnCopiesMatchUnfusedBitForBit) {
   const int64_t H = 1024, Q = 2048, KV = 256, I = 256;
   const int E = 8, k = 4;
   LayerWeights L;
-  std::vector<float> nw(H);
-  for (float& v : nw) v = 1.0f + 0.2f * h.normal();
-  L.input_norm = h.store(nw, DType::kBF16, Shape{H});
-  for (float& v : nw) v = 1.0f + 0.2f * h.normal();
-  L.post_attention_norm = h.store(nw, DType::kBF16, Shape{H});
+  L.input_norm = random_norm_weight(h, H);
+  L.post_attention_norm = random_norm_weight(h, H);
   L.q_proj = h.linear(DType::kF8E4M3, Q, H);
   L.k_proj = h.linear(DType::kF8E4M3, KV, H);
   L.v_proj = h.linear(DType::kF8E4M3, KV, H);
@@ -269,9 +273,7 @@ TEST_F(FusedQuant, CopyIsDroppedWhenItsActivationIsWritten) {
   const int64_t H = 1024, N = 512, K2 = 128, T = 40;
   const int E = 8, k = 2;
   LayerWeights L;
-  std::vector<float> nw(H);
-  for (float& v : nw) v = 1.0f + 0.2f * h.normal();
-  L.input_norm = h.store(nw, DType::kBF16, Shape{H});
+  L.input_norm = random_norm_weight(h, H);
   L.q_proj = h.linear(DType::kF8E4M3, N, H);
   L.o_proj = h.linear(DType::kF8E4M3, H, K2);
   L.router = h.store(h.randn(E * H, 1.0f / std::sqrt(float(H))), DType::kF32, Shape{E, H});

@@ -376,14 +376,7 @@ TEST_F(Ops, MoeUsesTheRoutingOfTheRouterJustBeforeIt) {
   const int64_t E = 16, H = 3072, I = 1536, T = 1;
   const int k = 8, rounds = 4;
   ModelWeights w;
-  w.layers.resize(1);
-  LayerWeights& L = w.layers[0];
-  L.experts.resize(E);
-  for (auto& e : L.experts) {
-    e.w1 = h.linear(DType::kF8E4M3, I, H);
-    e.w3 = h.linear(DType::kF8E4M3, I, H);
-    e.w2 = h.linear(DType::kF8E4M3, H, I);
-  }
+  LayerWeights& L = random_fp8_experts(h, w, E, H, I);
   L.router = h.store(h.randn(E * H, 1.0f / std::sqrt(float(H))), DType::kF32, Shape{E, H});
   prepare(w);
   std::vector<int32_t> poison_ids(T * k);

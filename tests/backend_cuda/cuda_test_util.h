@@ -100,6 +100,19 @@ class HostTensors {
 
 // Sets (or unsets) an environment variable for a scope, then restores it
 // (backends read their switches when they are made).
+// E random FP8 experts [I, H] / [H, I] in w's single layer.
+inline LayerWeights& random_fp8_experts(HostTensors& h, ModelWeights& w, int E, int64_t H, int64_t I) {
+  w.layers.resize(1);
+  LayerWeights& L = w.layers[0];
+  L.experts.resize(E);
+  for (auto& e : L.experts) {
+    e.w1 = h.linear(DType::kF8E4M3, I, H);
+    e.w3 = h.linear(DType::kF8E4M3, I, H);
+    e.w2 = h.linear(DType::kF8E4M3, H, I);
+  }
+  return L;
+}
+
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
