@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <numeric>
 
@@ -67,6 +68,20 @@ struct Side {
   }
   int64_t uses() { return cuda_fp8_copies_used(*b); }
 };
+
+// A backend with the fusion (index 0) and one with M2CPP_FUSED_QUANT=off (1).
+std::array<Side, 2> fused_and_unfused() {
+  return {Side{backend_with_fused_quant(nullptr), {}}, Side{backend_with_fused_quant("off"), {}}};
+}
+
+// Layer L prepared on both sides (weights[i] holds side i's device copies).
+void prepare_layer(std::array<Side, 2>& sides, std::array<ModelWeights, 2>& weights, const LayerWeights& L) {
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(sides[i].b);
+    weights[i].layers = {L};
+    ASSERT_TRUE(sides[i].b->prepare_weights(weights[i]).ok());
+  }
+}
 
 // Bitwise equality of float vectors (NaN payloads included), naming the first difference.
 ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
@@ -226,13 +241,9 @@ TEST_F(FusedQuant, ProductsOnCopiesMatchUnfusedBitForBit) {
   };
   for (const Kernels kern : {Kernels{nullptr, nullptr}, Kernels{"own", "off"}}) {
     ScopedEnv gemm("M2CPP_FP8_GEMM", kern.fp8_gemm), moe("M2CPP_MOE_CUTLASS", kern.moe_cutlass);
-    Side sides[2] = {{backend_with_fused_quant(nullptr), {}}, {backend_with_fused_quant("off"), {}}};
-    ModelWeights weights[2];
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_TRUE(sides[i].b);
-      weights[i].layers = {L};
-      ASSERT_TRUE(sides[i].b->prepare_weights(weights[i]).ok());
-    }
+    std::array<Side, 2> sides = fused_and_unfused();
+    std::array<ModelWeights, 2> weights;
+    ASSERT_NO_FATAL_FAILURE(prepare_layer(sides, weights, L));
     for (int64_t T : {16, 17, 100}) {
       const auto x = h.randn(T * H), y = h.randn(T * H);
       std::vector<std::vector<float>> got[2];
@@ -277,13 +288,9 @@ TEST_F(FusedQuant, CopyIsDroppedWhenItsActivationIsWritten) {
   L.q_proj = h.linear(DType::kF8E4M3, N, H);
   L.o_proj = h.linear(DType::kF8E4M3, H, K2);
   L.router = h.store(h.randn(E * H, 1.0f / std::sqrt(float(H))), DType::kF32, Shape{E, H});
-  Side sides[2] = {{backend_with_fused_quant(nullptr), {}}, {backend_with_fused_quant("off"), {}}};
-  ModelWeights weights[2];
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(sides[i].b);
-    weights[i].layers = {L};
-    ASSERT_TRUE(sides[i].b->prepare_weights(weights[i]).ok());
-  }
+  std::array<Side, 2> sides = fused_and_unfused();
+  std::array<ModelWeights, 2> weights;
+  ASSERT_NO_FATAL_FAILURE(prepare_layer(sides, weights, L));
   const auto x = h.randn(T * H), z = h.randn(T * H), x2 = h.randn(4 * K2), fresh = h.randn(T * H);
   std::vector<int64_t> perm(T);
   std::iota(perm.rbegin(), perm.rend(), 0);
@@ -340,7 +347,7 @@ TEST(FusedQuantModel, PrefillAndDecodeMatchUnfusedBitForBit) {
   ASSERT_TRUE(c.fp8.has_value());
   c.hidden_size = 256, c.intermediate_size = 128, c.head_dim = 128, c.rotary_dim = 64;
   c.num_attention_heads = 12, c.num_key_value_heads = 2, c.num_hidden_layers = 2;
-  Side sides[2] = {{backend_with_fused_quant(nullptr), {}}, {backend_with_fused_quant("off"), {}}};
+  std::array<Side, 2> sides = fused_and_unfused();
   std::unique_ptr<ModelWeights> weights[2];
   std::unique_ptr<MiniMaxM2> models[2];
   std::unique_ptr<KvCache> caches[2];
