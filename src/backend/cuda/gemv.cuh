@@ -201,6 +201,15 @@ __device__ void dot_rows(const DeviceWeight& w, int64_t n, const float4* xs, con
     for (int t = 0; t < TM; ++t) acc[r][t] = acc1[0][r][t];
 }
 
+// Asks L2 for rows [first, first + count) of w (clipped to its rows): what a
+// block launched early (launch_pdl) will stream once the kernel before it is done.
+template <DType WT>
+__device__ inline void prefetch_rows_l2(const DeviceWeight& w, int64_t first, int64_t count) {
+  if (first >= w.rows) return;
+  const int64_t row_bytes = w.cols * static_cast<int64_t>(16 / Stored<WT>::kPer16);
+  prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(min(count, w.rows - first) * row_bytes));
+}
+
 // Whether the GEMV core can read this weight: whole 16-byte chunks per row,
 // FP8 scale blocks made of whole chunks.
 inline bool gemv_compatible(const DeviceWeight& w) {

@@ -184,6 +184,9 @@ size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermedi
 // pairs, FP8 experts of dimensions in multiples of 128, fp8_tensor_cores),
 // the paths that quantise x or read x8.
 bool moe_reads_x8(const MoeArgs& a);
+// For those paths: leaves a.x8, a.sx as they are when x's producer set them,
+// else quantises x into (x8, sx) (launch_quantize_fp8) and points a at them.
+cudaError_t moe_quantize_x(MoeArgs& a, uint8_t* x8, float* sx, cudaStream_t stream);
 cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------

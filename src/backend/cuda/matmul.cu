@@ -39,11 +39,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restr
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = warp / G, q = (warp % G) * kWarp + lane;
   const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
-  if (prefetch && threadIdx.x == 0 && blockIdx.x * rows_per_block < w.rows) {
-    const int64_t row_bytes = w.cols * static_cast<int64_t>(16 / Stored<WT>::kPer16);
-    const int64_t first = blockIdx.x * rows_per_block, n = min(rows_per_block, w.rows - first);
-    prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(n * row_bytes));
-  }
+  if (prefetch && threadIdx.x == 0) prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
   grid_dependency_wait();
   allow_dependents();
   const XLayout lay = make_layout<WT>(w.cols, kWarp * G);

@@ -297,6 +297,12 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+cudaError_t moe_quantize_x(MoeArgs& a, uint8_t* x8, float* sx, cudaStream_t stream) {
+  if (a.x8) return cudaSuccess;
+  a.x8 = x8, a.sx = sx;
+  return launch_quantize_fp8(a.x, a.T, a.experts.hidden, a.experts.hidden, x8, sx, stream);
+}
+
 bool moe_reads_x8(const MoeArgs& a) {
   return a.T * a.top_k > kDecodePairs && a.fp8_tensor_cores && moe_fp8_supported(a.experts);
 }

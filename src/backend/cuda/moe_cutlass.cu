@@ -339,13 +339,12 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   const MoeCutlassScratch& s = l.s;
   const ArgsIn in{x, io.tiles, io.num_tiles, io.sorted, P, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
   cutlass_moe_args_kernel<<<1, 1024, E * sizeof(int), stream>>>(in, s, l.args);
-  const uint8_t* x8 = a.x8 ? a.x8 : io.x8;
-  const float* sx = a.x8 ? a.sx : io.sx;
-  cudaError_t e = a.x8 ? cudaSuccess : launch_quantize_fp8(a.x, T, H, H, io.x8, io.sx, stream);
+  MoeArgs q = a;
+  cudaError_t e = moe_quantize_x(q, io.x8, io.sx, stream);
   if (e != cudaSuccess) return e;
   constexpr int kThreads = 256;
   cutlass_moe_gather_kernel<<<static_cast<unsigned>(ceil_div(P * (H / 16), kThreads)), kThreads, 0, stream>>>(
-      x8, sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
+      q.x8, q.sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up1, E, a.num_sms, l, stream)) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up3, E, a.num_sms, l, stream)) != cudaSuccess) return e;

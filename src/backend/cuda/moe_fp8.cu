@@ -194,11 +194,8 @@ cudaError_t launch_moe_fp8_experts(const MoeArgs& a, const MoeFp8Groups& groups,
   if (!moe_fp8_supported(x) || groups.max_tiles <= 0) return cudaErrorInvalidValue;
   const MoeFp8Scratch s = moe_fp8_carve(scratch, a.T, a.top_k, x.hidden, x.intermediate);
   MoeArgs q = a;  // with x8, sx set: the producer's, or ours in the scratch
-  cudaError_t e = cudaSuccess;
-  if (!q.x8) {
-    if ((e = launch_quantize_fp8(a.x, a.T, x.hidden, x.hidden, s.x8, s.sx, stream)) != cudaSuccess) return e;
-    q.x8 = s.x8, q.sx = s.sx;
-  }
+  cudaError_t e = moe_quantize_x(q, s.x8, s.sx, stream);
+  if (e != cudaSuccess) return e;
   if ((e = allow_dynamic_smem(moe_fp8_up_kernel, UpTile::kSmemBytes)) != cudaSuccess) return e;
   if ((e = allow_dynamic_smem(moe_fp8_down_kernel, DownTile::kSmemBytes)) != cudaSuccess) return e;
   const unsigned tiles = static_cast<unsigned>(groups.max_tiles);

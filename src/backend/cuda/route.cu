@@ -84,11 +84,8 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
   const DeviceWeight& w = a.gate;
   const int64_t E = w.rows, H = w.cols;
   const int64_t rows_per_block = static_cast<int64_t>(kWarps / G) * kRows;
-  if (prefetch && threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x * rows_per_block < E) {
-    const int64_t row_bytes = H * static_cast<int64_t>(16 / Stored<WT>::kPer16);
-    const int64_t first = blockIdx.x * rows_per_block, n = min(rows_per_block, E - first);
-    prefetch_l2(w.data + first * row_bytes, static_cast<uint32_t>(n * row_bytes));
-  }
+  if (prefetch && threadIdx.x == 0 && blockIdx.y == 0)
+    prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
   grid_dependency_wait();
   allow_dependents();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
