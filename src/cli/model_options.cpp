@@ -40,6 +40,8 @@ LoadOptions ModelOptions::load_options() const {
                                             : LoadOptions::Format::kAuto;
   o.num_layers = num_layers;
   o.seed = seed;
+  // A GPU generates dummy FP8 weights itself (seconds, not minutes of host filling and uploading).
+  o.dummy_fp8_on_device = parse_cuda_device(device) >= 0;
   return o;
 }
 

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <map>
 
+#include "model/dummy_values.h"
 #include "model/weights.h"
 #include "util/log.h"
+#include "util/mapped_file.h"
 #include "util/thread_pool.h"
 
 namespace m2 {
@@ -16,12 +18,7 @@ Status bind_dummy_weights(ModelWeights& w, const std::map<std::string, TensorVie
 
 namespace {
 
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t splitmix64(uint64_t& s) { return splitmix64_mix(s += kSplitmixGolden); }
 
 uint64_t hash_name(const std::string& s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -35,23 +32,19 @@ float unit(uint64_t bits) { return static_cast<float>(bits & 0xffffff) * (2.0f /
 // Fills `n` elements of `dtype` at `dst` with uniform values in [-a, a) (FP8:
 // codes of uniform values in [-64, 64)), in parallel chunks seeded by index
 // so the result does not depend on the thread count.
+// (model/dummy_values.h computes the FP8 elements one by one the same way.)
 void fill_uniform(void* dst, int64_t n, DType dtype, float a, uint64_t seed) {
-  static const auto fp8_lut = [] {
-    std::array<uint8_t, 256> lut{};
-    for (int i = 0; i < 256; ++i) lut[i] = f32_to_f8e4m3((i + 0.5f) / 256.0f * 128.0f - 64.0f);
-    return lut;
-  }();
-  constexpr int64_t kChunk = 1 << 20;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  static const DummyFp8Table fp8_lut = dummy_fp8_table();
+  const int64_t chunks = (n + kDummyChunk - 1) / kDummyChunk;
   ThreadPool::global().parallel_for(chunks, [&](int64_t c, int) {
-    uint64_t s = seed ^ (0x632be59bd9b4e019ull * static_cast<uint64_t>(c + 1));
-    const int64_t b = c * kChunk, e = std::min(n, b + kChunk);
+    uint64_t s = seed ^ (kDummyChunkMix * static_cast<uint64_t>(c + 1));
+    const int64_t b = c * kDummyChunk, e = std::min(n, b + kDummyChunk);
     switch (dtype) {
       case DType::kF8E4M3: {
         uint8_t* p = static_cast<uint8_t*>(dst);
         for (int64_t i = b; i < e; i += 8) {
           uint64_t r = splitmix64(s);
-          for (int64_t j = i; j < std::min(e, i + 8); ++j, r >>= 8) p[j] = fp8_lut[r & 0xff];
+          for (int64_t j = i; j < std::min(e, i + 8); ++j, r >>= 8) p[j] = fp8_lut.code[r & 0xff];
         }
         break;
       }
@@ -76,7 +69,14 @@ void fill_uniform(void* dst, int64_t n, DType dtype, float a, uint64_t seed) {
 
 }  // namespace
 
-Result<std::unique_ptr<ModelWeights>> make_dummy_weights(const ModelConfig& config, uint64_t seed) {
+DummyFp8Table dummy_fp8_table() {
+  DummyFp8Table t{};
+  for (int i = 0; i < 256; ++i) t.code[i] = f32_to_f8e4m3((i + 0.5f) / 256.0f * 128.0f - 64.0f);
+  return t;
+}
+
+Result<std::unique_ptr<ModelWeights>> make_dummy_weights(const ModelConfig& config, uint64_t seed,
+                                                         bool fp8_on_device) {
   auto w = std::make_unique<ModelWeights>();
   w->config = config;
   const std::vector<TensorSpec> specs = expected_tensors(config);
@@ -89,10 +89,17 @@ Result<std::unique_ptr<ModelWeights>> make_dummy_weights(const ModelConfig& conf
   for (size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& s = specs[i];
     const size_t bytes = static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype);
-    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[std::max<size_t>(bytes, 1)]);
-    if (!buf) return errorf("dummy weights: cannot allocate {} bytes for '{}'", bytes, s.name);
     const uint64_t tseed = hash_name(s.name) ^ (seed * 0x9e3779b97f4a7c15ull);
     const int64_t n = s.shape.numel();
+    if (fp8_on_device && s.kind == TensorSpec::Kind::kLinear && s.dtype == DType::kF8E4M3) {
+      M2_ASSIGN_OR_RETURN(std::shared_ptr<void> place, reserve_inaccessible(bytes));
+      w->dummy_fp8[place.get()] = ModelWeights::DummyFp8{tseed, n};
+      views[s.name] = TensorView{s.dtype, s.shape, place.get()};
+      w->placeholders.push_back(std::move(place));
+      continue;
+    }
+    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[std::max<size_t>(bytes, 1)]);
+    if (!buf) return errorf("dummy weights: cannot allocate {} bytes for '{}'", bytes, s.name);
     switch (s.kind) {
       case TensorSpec::Kind::kEmbedding: fill_uniform(buf.get(), n, s.dtype, sqrt3, tseed); break;
       case TensorSpec::Kind::kNorm: {

@@ -183,7 +183,7 @@ Result<std::unique_ptr<ModelWeights>> load_model(const std::string& path, const 
   std::error_code ec;
   if (format == LoadOptions::Format::kAuto)
     format = fs::is_directory(path, ec) ? LoadOptions::Format::kSafetensors : LoadOptions::Format::kDummy;
-  if (format == LoadOptions::Format::kDummy) return make_dummy_weights(config, options.seed);
+  if (format == LoadOptions::Format::kDummy) return make_dummy_weights(config, options.seed, options.dummy_fp8_on_device);
   if (!fs::is_directory(path, ec)) return errorf("{}: not a model directory", path);
 
   auto w = std::make_unique<ModelWeights>();

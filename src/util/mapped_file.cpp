@@ -68,4 +68,11 @@ uint64_t MappedFile::release(uint64_t offset, uint64_t n) const {
   return std::max(end, offset);
 }
 
+Result<std::shared_ptr<void>> reserve_inaccessible(size_t bytes) {
+  const size_t n = std::max<size_t>(bytes, 1);
+  void* p = mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return errorf("reserving {} bytes of address space failed: {}", n, std::strerror(errno));
+  return std::shared_ptr<void>(p, [n](void* q) { munmap(q, n); });
+}
+
 }  // namespace m2

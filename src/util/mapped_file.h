@@ -50,4 +50,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// `bytes` of address space no access is allowed to (mmap PROT_NONE,
+// nothing committed): unique addresses that stand for data kept elsewhere
+// (dummy weights a GPU generates itself); a host read faults instead of
+// reading garbage. Unmapped when the last owner goes.
+Result<std::shared_ptr<void>> reserve_inaccessible(size_t bytes);
+
 }  // namespace m2

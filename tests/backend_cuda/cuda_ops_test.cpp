@@ -18,6 +18,8 @@
 
 #include "backend/cuda/attention_prefill.h"
 #include "cuda_test_util.h"
+#include "model/dummy_values.h"
+#include "model/weights.h"
 
 namespace m2::test {
 namespace {
@@ -406,6 +408,44 @@ TEST_F(Ops, MoeUsesTheRoutingOfTheRouterJustBeforeIt) {
     std::vector<float> want(T * H);
     cpu_->moe(host_act(xs[r], T), L, Routing{got_ids.data(), got_w.data(), T, k}, host_act(want, T));
     EXPECT_LE(rel_error(to_host(outs[r]), want), 2e-5) << "round " << r;
+  }
+}
+
+// --load-format dummy for the GPU: the FP8 weights generated on the device
+// are the host fill's bytes. The kernel alone over ranges that start off a
+// word and cross the 1 M-element fill chunks, then a real-shape layer
+// prepared from placeholders against the same layer filled on the host.
+TEST_F(Ops, DummyFp8WeightsGeneratedOnTheGpuAreTheHostFill) {
+  const DummyFp8Table table = dummy_fp8_table();
+  const uint64_t seed = 0x1234567887654321ull;
+  for (int64_t first : {int64_t{0}, int64_t{3}, int64_t{1048573}}) {
+    const int64_t n = 2500001;
+    uint8_t* d = scratch<uint8_t>(n);
+    ASSERT_EQ(cuda::launch_fill_dummy_fp8(d, first, n, seed, table, stream()), cudaSuccess);
+    const std::vector<uint8_t> got = to_host(d, n);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += got[i] != table.code[dummy_fp8_index(seed, first + i)];
+    EXPECT_EQ(wrong, 0) << "first " << first;
+  }
+  auto c = load_model_config(data_path("../../configs/minimax-m2.7.json"));  // the checkout, wherever it is
+  ASSERT_TRUE(c.ok());
+  c->num_hidden_layers = 1;
+  c->num_local_experts = 4;
+  c->vocab_size = 4096;
+  auto host = make_dummy_weights(*c, 5);
+  auto dev = make_dummy_weights(*c, 5, /*fp8_on_device=*/true);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  prepare(**host);
+  prepare(**dev);
+  const LayerWeights& H = (*host)->layers[0];
+  const LayerWeights& D = (*dev)->layers[0];
+  const std::pair<const Linear*, const Linear*> pairs[] = {
+      {&H.q_proj, &D.q_proj}, {&H.v_proj, &D.v_proj}, {&H.o_proj, &D.o_proj}, {&H.experts[1].w3, &D.experts[1].w3},
+      {&H.experts[3].w2, &D.experts[3].w2}};
+  for (auto [h, d] : pairs) {
+    const size_t bytes = h->weight.nbytes();
+    const std::vector<uint8_t> got = to_host(static_cast<const uint8_t*>(d->device), bytes);
+    EXPECT_EQ(0, std::memcmp(got.data(), h->weight.data, bytes)) << h->weight.shape.str();
   }
 }
 

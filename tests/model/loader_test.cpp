@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "../io/st_writer.h"
+#include "model/backend.h"
+#include "model/dummy_values.h"
 #include "model/weights.h"
 
 namespace m2 {
@@ -138,6 +140,45 @@ TEST(DummyWeights, RealShapeOfOneLayerInRealDtypes) {
   auto w2 = make_dummy_weights(*c, 7);
   ASSERT_TRUE(w2.ok());
   EXPECT_EQ(0, std::memcmp(L.experts[3].w1.weight.data, (*w2)->layers[0].experts[3].w1.weight.data, 1536 * 3072));
+}
+
+// For a GPU backend the FP8 weights are placeholders the backend fills from
+// model/dummy_values.h: its element-by-element values are the host fill's
+// bytes (a real-shape layer: tensors of 4.7 M elements, 5 fill chunks), the
+// other tensors are filled as before, and the CPU backend refuses them.
+TEST(DummyWeights, Fp8ValuesByIndexAreTheHostFill) {
+  auto c = load_model_config(std::string(M2CPP_SOURCE_DIR) + "/configs/minimax-m2.7.json");
+  ASSERT_TRUE(c.ok());
+  c->num_hidden_layers = 1;
+  c->num_local_experts = 4;
+  c->vocab_size = 4096;
+  auto host = make_dummy_weights(*c, 11);
+  auto dev = make_dummy_weights(*c, 11, /*fp8_on_device=*/true);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  const LayerWeights& H = (*host)->layers[0];
+  const LayerWeights& D = (*dev)->layers[0];
+  const DummyFp8Table table = dummy_fp8_table();
+  const std::pair<const Linear*, const Linear*> pairs[] = {
+      {&H.q_proj, &D.q_proj}, {&H.o_proj, &D.o_proj}, {&H.experts[2].w1, &D.experts[2].w1},
+      {&H.experts[3].w2, &D.experts[3].w2}};
+  for (auto [h, d] : pairs) {
+    auto it = (*dev)->dummy_fp8.find(d->weight.data);
+    ASSERT_NE(it, (*dev)->dummy_fp8.end());
+    ASSERT_EQ(it->second.elements, h->weight.shape.numel());
+    const auto* want = static_cast<const uint8_t*>(h->weight.data);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < it->second.elements; ++i) wrong += table.code[dummy_fp8_index(it->second.seed, i)] != want[i];
+    EXPECT_EQ(wrong, 0) << h->weight.shape.str();
+    // Scales and every non-FP8 tensor are host data as before.
+    EXPECT_EQ(0, std::memcmp(h->scale_inv.data, d->scale_inv.data, h->scale_inv.nbytes()));
+  }
+  EXPECT_EQ((*dev)->dummy_fp8.size(), 4u + 3u * 4u);  // q, k, v, o and the experts' w1, w3, w2
+  EXPECT_EQ(0, std::memcmp(H.router.data, D.router.data, H.router.nbytes()));
+  auto cpu = make_cpu_backend();
+  const Status st = cpu->prepare_weights(**dev);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("GPU"), std::string::npos) << st.message();
+  EXPECT_TRUE(cpu->prepare_weights(**host).ok());
 }
 
 }  // namespace

@@ -32,7 +32,13 @@ WeightRef weight_ref(const TensorView& dense) {
 
 CpuBackend::CpuBackend() : k_(kernels()), pool_(ThreadPool::global()) {}
 
-Status CpuBackend::prepare_weights(ModelWeights&) { return Status(); }
+Status CpuBackend::prepare_weights(ModelWeights& w) {
+  if (!w.dummy_fp8.empty())
+    return errorf("these dummy weights leave their {} FP8 tensors to a GPU backend to generate; the CPU backend "
+                  "computes from host memory (load them without LoadOptions::dummy_fp8_on_device)",
+                  w.dummy_fp8.size());
+  return Status();
+}
 
 std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;

@@ -242,14 +242,34 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
   options.progress = ProgressBar::for_stderr(ProgressBar::Style::kLog);
   std::vector<WeightCopy> copies;
   copies.swap(pending_copies_);
-  return stream_weights(
+  // Dummy FP8 weights (ModelWeights::dummy_fp8) are generated here instead:
+  // a copy's source is a placeholder address, the offset into it the first
+  // element (copies come in pieces).
+  const DummyFp8Table table = dummy_fp8_table();
+  auto dummy_of = [&](const void* src) -> std::pair<const ModelWeights::DummyFp8*, int64_t> {
+    auto it = w.dummy_fp8.upper_bound(src);
+    if (it == w.dummy_fp8.begin()) return {nullptr, 0};
+    --it;
+    const int64_t off = static_cast<const uint8_t*>(src) - static_cast<const uint8_t*>(it->first);
+    return off < it->second.elements ? std::pair{&it->second, off} : std::pair{nullptr, int64_t{0}};
+  };
+  M2_RETURN_IF_ERROR(stream_weights(
       w.checkpoint.get(), copies,
-      [](const WeightCopy& c) {
+      [&](const WeightCopy& c) {
+        if (auto [d, first] = dummy_of(c.src); d) {
+          const cudaError_t e = launch_fill_dummy_fp8(static_cast<uint8_t*>(c.dst), first,
+                                                      static_cast<int64_t>(c.bytes), d->seed, table, stream_);
+          if (e == cudaSuccess) return Status();
+          return errorf("{}: generating {} dummy FP8 bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
+        }
         const cudaError_t e = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) return Status();
         return errorf("{}: upload of {} bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
       },
-      options);
+      options));
+  const cudaError_t e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) return errorf("prepare_weights: generating the dummy FP8 weights failed: {}", cudaGetErrorString(e));
+  return Status();
 }
 
 const void* CudaBackend::device_view(const TensorView& t, const char* op) const {

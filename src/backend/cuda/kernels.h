@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "model/dummy_values.h"
 #include "tensor/dtype.h"
 
 namespace m2::cuda {
@@ -272,5 +273,11 @@ cudaError_t launch_gpu_delay(cudaStream_t stream, double seconds);
 // cuBLASLt dense GEMM throughput (FLOP/s) at 8192^3 with BF16 or F8_E4M3
 // inputs, fp32 accumulation.
 cudaError_t measure_gemm_flops(DType input, double* flops);
+
+// ---- dummy_fill.cu: --load-format dummy's FP8 weights generated on the GPU
+// (model/dummy_values.h): elements [first, first + n) of the tensor with
+// `seed`, element `first` at dst; the host fill's exact bytes.
+cudaError_t launch_fill_dummy_fp8(uint8_t* dst, int64_t first, int64_t n, uint64_t seed, const DummyFp8Table& table,
+                                  cudaStream_t stream);
 
 }  // namespace m2::cuda
