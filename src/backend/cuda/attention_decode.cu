@@ -76,8 +76,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   // while this latency-bound kernel runs.
   allow_dependents();
   grid_dependency_wait();
-  const AttnItem item = a.items[blockIdx.x];
-  const AttnSeq sq = a.seqs[item.seq];
+  const AttnSeq sq = a.seqs[blockIdx.x];
   const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
   const int n_keys = sq.context_len;  // one row at position context_len - 1 sees every key
   const int k_begin = split * a.split_keys, k_end = min(n_keys, k_begin + a.split_keys);
