@@ -315,7 +315,8 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   }
   if (meta.num_decode_items > 0) {
     AttentionArgs d = a;
-    d.items = reinterpret_cast<const AttnItem*>(meta.device + meta.decode_off);
+    d.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.decode_off);
+    d.items = nullptr;
     d.num_items = meta.num_decode_items;
     size_splits(d, d.num_items, std::max(meta.max_decode_keys, context_bound_), kDecodeTileKeys);
     if (d.splits > 1) {
@@ -416,8 +417,8 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
   // (general kernel), or of kPrefillVectors for the tensor-core prefill
   // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
-  std::vector<AttnSeq> seq_list;
-  std::vector<AttnItem> items, prefill_items, decode_items;
+  std::vector<AttnSeq> seq_list, decode_seqs;  // decode_seqs: the decode kernel's rows, one sequence each
+  std::vector<AttnItem> items, prefill_items;
   std::vector<int32_t> tables;
   AttnMeta m;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -432,7 +433,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
       continue;
     }
     if (decode_ok && sq.num_rows == 1) {
-      decode_items.push_back({static_cast<int32_t>(i), 0});
+      decode_seqs.push_back(seq_list.back());
       m.max_decode_keys = std::max(m.max_decode_keys, sq.context_len);
       continue;
     }
@@ -443,10 +444,10 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
   attn_meta_host_.clear();
   m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
   m.table_off = pack(attn_meta_host_, tables), m.prefill_off = pack(attn_meta_host_, prefill_items);
-  m.decode_off = pack(attn_meta_host_, decode_items);
+  m.decode_off = pack(attn_meta_host_, decode_seqs);
   m.num_items = static_cast<int64_t>(items.size());
   m.num_prefill_items = static_cast<int64_t>(prefill_items.size());
-  m.num_decode_items = static_cast<int64_t>(decode_items.size());
+  m.num_decode_items = static_cast<int64_t>(decode_seqs.size());
   m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
                                                 "the attention work list"));
   return m;

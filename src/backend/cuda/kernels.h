@@ -238,9 +238,10 @@ size_t attention_partial_floats(int64_t T, int heads, int head_dim, int splits);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 // ---- attention_decode.cu --------------------------------------------------------
-// Decode rows (one row per sequence: items with first_vector 0 of sequences
-// of num_rows 1), head_dim 128, group <= 8, BF16 or FP8 caches; split_keys a
-// multiple of kDecodeTileKeys.
+// Decode rows (sequences of num_rows 1): block x takes seqs[x] (num_items of
+// them; `items` is not read: one load less in the kernel's chain of
+// dependent loads), head_dim 128, group <= 8, BF16 or FP8 caches; split_keys
+// a multiple of kDecodeTileKeys.
 constexpr int kDecodeHeadDim = 128;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodeTileKeys = 64;
