@@ -5,13 +5,21 @@
 // query heads that share the kv head. Keys and values come in tiles of 64
 // through a two-stage cp.async pipeline (a whole tile's loads are in flight
 // at once, the next tile's while this one is computed: a short context costs
-// one memory round trip, not one per chunk). Each warp owns 16 keys of a
-// tile, two lanes per key (interleaved 16-byte chunks of the row, so a
+// one memory round trip, not one per chunk). Each of the 8 warps owns 8 keys
+// of a tile, four lanes per key (interleaved 16-byte chunks of the row, so a
 // quarter-warp's reads hit 8 distinct bank groups), keeps an online softmax
 // per query head and accumulates p · V with each lane owning 4 of the 128
 // output dims. The warps' states are merged in shared memory; with several
 // splits the block writes its (max, sum, acc) and the last block of the
 // (sequence, kv head) to finish merges them all (no second kernel).
+//
+// The kernel is latency-bound at batch 1 (one block per SM, Nsight Compute:
+// 82 % of scheduler cycles with no eligible warp): 8 warps rather than 4 halve
+// each warp's serial chain and double the warps that hide each other's
+// latencies, and the group size is a template parameter (KG = 6 for MiniMax,
+// else 8 with the unused query slots zero) so the per-head chains of
+// shuffles and FMAs are independent straight-line code the compiler
+// interleaves, not a loop that stops at a run-time G.
 //
 // FP8 caches: codes are staged as stored; a key's score is multiplied by its
 // K scale, its p by the V scale for p · V (the unscaled p goes to the sum).
@@ -27,27 +35,31 @@ namespace m2::cuda {
 namespace {
 
 constexpr int kHd = kDecodeHeadDim;
-constexpr int kG = kDecodeMaxGroup;
-constexpr int kThreads = 128, kWarps = kThreads / kWarp;
+constexpr int kG = kDecodeMaxGroup;                 // query slots of a split record and of the p rows
+constexpr int kThreads = 256, kWarps = kThreads / kWarp;
 constexpr int kTile = kDecodeTileKeys;             // keys per pipeline stage
-constexpr int kKeysPerWarp = kTile / kWarps;        // 16: two lanes per key
-constexpr int kDims = kHd / kWarp;                  // output dims per lane (4)
+constexpr int kKeysPerWarp = kTile / kWarps;        // 8
+constexpr int kLanesPerKey = kWarp / kKeysPerWarp;  // 4
+constexpr int kDims = kHd / kWarp;                  // output dims per lane in p · V (4)
 constexpr int kRecord = 2 * kG + kG * kHd;          // floats of one split's partial result
-static_assert(kThreads == kHd && kThreads == 2 * kTile, "one output dim per thread; one scale per thread");
+static_assert(kThreads == 2 * kHd && kThreads >= 2 * kTile, "two threads per output dim; one scale per thread");
+static_assert(kWarps >= kG, "the split merge takes one warp per query head");
 
 template <DType KT>
 struct Layout {
   static constexpr int kEs = KT == DType::kBF16 ? 2 : 1;
   static constexpr int kChunks = kHd * kEs / 16;    // 16-byte chunks per cached row
-  // Row stride = 32 (mod 128) bytes: lane 2j + h reads chunk 2i + h of key j,
-  // so the 8 lanes of a quarter-warp cover one 128-byte bank window.
-  static constexpr int kRowB = kHd * kEs + 32;
+  // Row stride = 64 (mod 128) bytes: lane 4j + h reads chunk 4i + h of key j,
+  // so the 8 lanes of a quarter-warp (2 keys x 64 bytes) cover one 128-byte
+  // bank window.
+  static constexpr int kRowB = kHd * kEs + 64;
   static constexpr int kTileB = kTile * kRowB;
   static constexpr int kScaleB = KT == DType::kF8E4M3 ? 2 * kTile * 4 : 0;  // k then v scales
   static constexpr int kStageB = 2 * kTileB + kScaleB;                   // K rows, V rows, scales
   static constexpr int kQB = kG * kHd * 4;                                // fp32 query vectors
   static constexpr int kPB = kWarps * kKeysPerWarp * kG * 4;              // p per warp and key
   static constexpr int kBytes = kQB + kPB + 2 * kStageB;
+  static_assert(kChunks % kLanesPerKey == 0, "whole chunks per lane");
   static_assert(kStageB * 2 >= kWarps * kG * (kHd + 2) * 4, "the warp merge reuses the stages");
 };
 
@@ -63,7 +75,21 @@ __device__ inline float4 load_dims(const uint8_t* row, int lane) {
   }
 }
 
-template <DType KT>
+// Max and sum over the 8 keys of a warp: lanes 4j..4j+3 hold key j's value.
+__device__ inline float keys_max(float v) {
+#pragma unroll
+  for (int o = kLanesPerKey; o < kWarp; o *= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ inline float keys_sum(float v) {
+#pragma unroll
+  for (int o = kLanesPerKey; o < kWarp; o *= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// KG: query slots computed (G <= KG <= kG; slots past G hold zero vectors and
+// are never written out).
+template <DType KT, int KG>
 __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArgs a) {
   using L = Layout<KT>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -86,7 +112,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   const int32_t* table = a.block_tables + sq.table_offset;
   const int64_t token_ld = static_cast<int64_t>(a.kv_heads) * kHd;  // elements per cache slot
 
-  // The G query vectors of this kv head are contiguous in q: G * 32 chunks.
+  // The G query vectors of this kv head are contiguous in q: G * 32 chunks
+  // (slots past G: zeros).
   const float* q_src = a.q + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd;
   for (int c = tid; c < kG * kHd / 4; c += kThreads)
     cp_async16(qs + 4 * c, q_src + (c < G * kHd / 4 ? 4 * c : 0), c < G * kHd / 4);
@@ -113,23 +140,25 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
       cp_async16(st + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, ok);
       cp_async16(st + L::kTileB + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, ok);
     }
-    if constexpr (KT == DType::kF8E4M3) {  // thread i < kTile: K scale of key i; else V scale of key i - kTile
-      const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
-      cp_async4(st + 2 * L::kTileB + tid * 4, src, k0 + tid % kTile < k_end);
+    if constexpr (KT == DType::kF8E4M3) {  // thread i < kTile: K scale of key i; < 2 kTile: V scale of key i - kTile
+      if (tid < 2 * kTile) {
+        const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
+        cp_async4(st + 2 * L::kTileB + tid * 4, src, k0 + tid % kTile < k_end);
+      }
     }
   };
 
   if (n_tiles > 0) load_tile(0);
   cp_async_commit();
 
-  float m[kG], l[kG], acc[kG][kDims];
+  float m[KG], l[KG], acc[KG][kDims];
 #pragma unroll
-  for (int v = 0; v < kG; ++v) {
+  for (int v = 0; v < KG; ++v) {
     m[v] = -FLT_MAX, l[v] = 0.0f;
 #pragma unroll
     for (int d = 0; d < kDims; ++d) acc[v][d] = 0.0f;
   }
-  const int jw = lane / 2, h = lane % 2;  // this lane's key within the warp, and half of the row
+  const int jw = lane / kLanesPerKey, h = lane % kLanesPerKey;  // this lane's key within the warp, and quarter of the row
   float* pw = ps + warp * kKeysPerWarp * kG;
 
   for (int t = 0; t < n_tiles; ++t) {
@@ -141,22 +170,21 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
     const int j = warp * kKeysPerWarp + jw, key = k_begin + t * kTile + j;
     const bool valid = key < k_end;
 
-    // Scores of key j against the G vectors (this lane's half of the dims).
-    float s[kG];
+    // Scores of key j against the KG vectors (this lane's quarter of the dims).
+    float s[KG];
 #pragma unroll
-    for (int v = 0; v < kG; ++v) s[v] = 0.0f;
+    for (int v = 0; v < KG; ++v) s[v] = 0.0f;
     const uint8_t* krow = st + j * L::kRowB;
 #pragma unroll
-    for (int i = 0; i < L::kChunks / 2; ++i) {
-      const int chunk = 2 * i + h;
+    for (int i = 0; i < L::kChunks / kLanesPerKey; ++i) {
+      const int chunk = kLanesPerKey * i + h;
       const uint4 kc = *reinterpret_cast<const uint4*>(krow + chunk * 16);
       constexpr int kPer = 16 / L::kEs;  // dims per chunk
 #pragma unroll
       for (int c = 0; c < kPer / 4; ++c) {
         const float4 kk = decode4<KT>(kc, c);
 #pragma unroll
-        for (int v = 0; v < kG; ++v) {
-          if (v >= G) break;
+        for (int v = 0; v < KG; ++v) {
           const float4 qq = *reinterpret_cast<const float4*>(qs + v * kHd + chunk * kPer + 4 * c);
           s[v] = dot4(qq, kk, s[v]);
         }
@@ -167,16 +195,16 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
       k_scale = reinterpret_cast<const float*>(st + 2 * L::kTileB)[j];
       v_scale = reinterpret_cast<const float*>(st + 2 * L::kTileB)[kTile + j];
     }
-    // Online softmax per vector over the warp's 16 keys (each key on 2 lanes).
+    // Online softmax per vector over the warp's 8 keys (each key on 4 lanes).
 #pragma unroll
-    for (int v = 0; v < kG; ++v) {
-      if (v >= G) break;
-      const float both = s[v] + __shfl_xor_sync(0xffffffffu, s[v], 1);  // every lane takes part
+    for (int v = 0; v < KG; ++v) {
+      float both = s[v] + __shfl_xor_sync(0xffffffffu, s[v], 1);
+      both += __shfl_xor_sync(0xffffffffu, both, 2);
       const float sv = valid ? both * (a.scale * k_scale) : -FLT_MAX;
-      const float m_new = fmaxf(m[v], warp_max(sv));
+      const float m_new = fmaxf(m[v], keys_max(sv));
       const float p = valid ? expf(sv - m_new) : 0.0f;
       const float corr = expf(m[v] - m_new);
-      l[v] = fmaf(l[v], corr, warp_sum(h == 0 ? p : 0.0f));
+      l[v] = fmaf(l[v], corr, keys_sum(p));
 #pragma unroll
       for (int d = 0; d < kDims; ++d) acc[v][d] *= corr;
       m[v] = m_new;
@@ -185,15 +213,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
     __syncwarp();
     // acc += p · V over the warp's keys; this lane owns dims [4 * lane, +4).
     const uint8_t* vbase = st + L::kTileB + warp * kKeysPerWarp * L::kRowB;
-#pragma unroll 4
+#pragma unroll
     for (int jj = 0; jj < kKeysPerWarp; ++jj) {
       const float4 vv = load_dims<KT>(vbase + jj * L::kRowB, lane);
       const float4 p0 = *reinterpret_cast<const float4*>(pw + jj * kG);
       const float4 p1 = *reinterpret_cast<const float4*>(pw + jj * kG + 4);
       const float pv[kG] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
 #pragma unroll
-      for (int v = 0; v < kG; ++v) {
-        if (v >= G) break;
+      for (int v = 0; v < KG; ++v) {
         acc[v][0] = fmaf(pv[v], vv.x, acc[v][0]);
         acc[v][1] = fmaf(pv[v], vv.y, acc[v][1]);
         acc[v][2] = fmaf(pv[v], vv.z, acc[v][2]);
@@ -207,19 +234,25 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   // Merge the warps (the stages hold their states now).
   float* wst = reinterpret_cast<float*>(stages);  // [kWarps][kG][kHd + 2]: acc, then m, l
 #pragma unroll
-  for (int v = 0; v < kG; ++v) {
+  for (int v = 0; v < KG; ++v) {
     float* rec = wst + (warp * kG + v) * (kHd + 2);
 #pragma unroll
     for (int d = 0; d < kDims; ++d) rec[kDims * lane + d] = acc[v][d];
     if (lane == 0) rec[kHd] = m[v], rec[kHd + 1] = l[v];
   }
   __syncthreads();
-  const int d = tid;  // kThreads == kHd: one output dim per thread
+  // Two threads per output dim: thread (half, d) takes the vectors v = half, half + 2, ...
+  const int d = tid % kHd, half = tid / kHd;
   const int64_t pair = static_cast<int64_t>(blockIdx.x) * a.kv_heads + kvh;  // (sequence, kv head)
-  for (int v = 0; v < G; ++v) {
+#pragma unroll
+  for (int v0 = 0; v0 < KG; v0 += 2) {
+    const int v = v0 + half;
+    if (v >= G) break;
     float M = -FLT_MAX;
+#pragma unroll
     for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wst[(w * kG + v) * (kHd + 2) + kHd]);
     float Ls = 0.0f, A = 0.0f;
+#pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float* rec = wst + (w * kG + v) * (kHd + 2);
       const float c = expf(rec[kHd] - M);
@@ -245,73 +278,70 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   if (!last) return;
   __threadfence();
   const float* recs = a.partials + pair * a.splits * kRecord;
-  // Each split's weight per vector, e^{M_s - M} (0 for splits past the
-  // context: their max is -FLT_MAX), and the total sum, through shared
-  // memory; then every thread's dim. The records are read kMergeBatch splits
-  // at a time, all of a batch's loads issued before any is used: a loop of
-  // one split's loads after another was one L2 round trip per split, on the
-  // critical path of the step (17 splits at 1K keys). Sums stay in split order.
-  constexpr int kMergeBatch = 8;
-  float* wts = reinterpret_cast<float*>(stages);  // [splits][kG], then [kG] sums
-  for (int v = tid; v < G; v += kThreads) {
+  // Each split's weight per vector, e^{M_s - M} / L (0 for splits past the
+  // context: their max is -FLT_MAX): warp v takes vector v, lane s split s
+  // (then s + 32, ...), one round trip for the (max, sum) pairs.
+  float* wts = reinterpret_cast<float*>(stages);  // [splits][kG]
+  if (warp < G) {
+    const int v = warp;
     float M = -FLT_MAX;
-    for (int s0 = 0; s0 < a.splits; s0 += kMergeBatch) {
-      float ms[kMergeBatch];
-#pragma unroll
-      for (int b = 0; b < kMergeBatch; ++b) ms[b] = s0 + b < a.splits ? __ldcg(recs + (s0 + b) * kRecord + v) : -FLT_MAX;
-#pragma unroll
-      for (int b = 0; b < kMergeBatch; ++b) M = fmaxf(M, ms[b]);
-    }
+    for (int s = lane; s < a.splits; s += kWarp) M = fmaxf(M, __ldcg(recs + s * kRecord + v));
+    M = warp_max(M);
     float Ls = 0.0f;
-    for (int s0 = 0; s0 < a.splits; s0 += kMergeBatch) {
-      float ms[kMergeBatch], ls[kMergeBatch];
-#pragma unroll
-      for (int b = 0; b < kMergeBatch; ++b) {
-        const bool in = s0 + b < a.splits;
-        ms[b] = in ? __ldcg(recs + (s0 + b) * kRecord + v) : 0.0f;
-        ls[b] = in ? __ldcg(recs + (s0 + b) * kRecord + kG + v) : 0.0f;
-      }
-#pragma unroll
-      for (int b = 0; b < kMergeBatch; ++b) {
-        if (s0 + b >= a.splits) break;
-        const float c = expf(ms[b] - M);
-        wts[(s0 + b) * kG + v] = c;
-        Ls = fmaf(ls[b], c, Ls);
-      }
+    for (int s = lane; s < a.splits; s += kWarp) {
+      const float c = expf(__ldcg(recs + s * kRecord + v) - M);
+      wts[s * kG + v] = c;
+      Ls = fmaf(__ldcg(recs + s * kRecord + kG + v), c, Ls);
     }
-    wts[a.splits * kG + v] = Ls;
+    Ls = warp_sum(Ls);
+    const float inv = 1.0f / Ls;
+    for (int s = lane; s < a.splits; s += kWarp) wts[s * kG + v] *= inv;
   }
   __syncthreads();
-  float A[kG] = {};
+  // Thread (half, d): the vectors v = half, half + 2, ... of dim d; the
+  // records read kMergeBatch splits at a time, every load of a batch issued
+  // before any is used (one L2 round trip per batch, not per split).
+  constexpr int kMergeBatch = 8, kHalfG = (KG + 1) / 2;
+  float A[kHalfG] = {};
   for (int s0 = 0; s0 < a.splits; s0 += kMergeBatch) {
-    float r[kMergeBatch][kG];
+    float r[kMergeBatch][kHalfG];
 #pragma unroll
     for (int b = 0; b < kMergeBatch; ++b)
 #pragma unroll
-      for (int v = 0; v < kG; ++v)
-        r[b][v] = s0 + b < a.splits && v < G ? __ldcg(recs + (s0 + b) * kRecord + 2 * kG + v * kHd + d) : 0.0f;
+      for (int i = 0; i < kHalfG; ++i) {
+        const int v = 2 * i + half;
+        r[b][i] = s0 + b < a.splits && v < G ? __ldcg(recs + (s0 + b) * kRecord + 2 * kG + v * kHd + d) : 0.0f;
+      }
 #pragma unroll
     for (int b = 0; b < kMergeBatch; ++b) {
       if (s0 + b >= a.splits) break;
 #pragma unroll
-      for (int v = 0; v < kG; ++v)
-        if (v < G) A[v] = fmaf(r[b][v], wts[(s0 + b) * kG + v], A[v]);
+      for (int i = 0; i < kHalfG; ++i) A[i] = fmaf(r[b][i], wts[(s0 + b) * kG + 2 * i + half], A[i]);
     }
   }
 #pragma unroll
-  for (int v = 0; v < kG; ++v)
-    if (v < G) a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A[v] / wts[a.splits * kG + v];
+  for (int i = 0; i < kHalfG; ++i) {
+    const int v = 2 * i + half;
+    if (v < G) a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A[i];
+  }
   if (tid == 0) a.counters[pair] = 0;  // ready for the next launch (and graph replay)
 }
 
-template <DType KT>
-cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+template <DType KT, int KG>
+cudaError_t launch_group(const AttentionArgs& a, cudaStream_t stream) {
   const size_t smem = Layout<KT>::kBytes;
-  cudaError_t e = allow_dynamic_smem(attention_decode_kernel<KT>, smem);
+  cudaError_t e = allow_dynamic_smem(attention_decode_kernel<KT, KG>, smem);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads),
                   static_cast<unsigned>(a.splits));
-  return launch_pdl(attention_decode_kernel<KT>, grid, kThreads, smem, stream, a);
+  return launch_pdl(attention_decode_kernel<KT, KG>, grid, kThreads, smem, stream, a);
+}
+
+// MiniMax-M2's group (48 query heads over 8 kv heads) exactly; any other in
+// the 8 slots.
+template <DType KT>
+cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  return a.group == 6 ? launch_group<KT, 6>(a, stream) : launch_group<KT, kG>(a, stream);
 }
 
 }  // namespace
