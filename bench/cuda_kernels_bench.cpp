@@ -195,6 +195,13 @@ void bench_gemv_paths(Bench& b) {
               "F8_E4M3 " + dims(sh.N, sh.K), us, static_cast<double>(bytes), 2.0 * T * sh.N * sh.K);
       }
     }
+    // The same weight every call (it fits in L2): what a product whose
+    // weights were prefetched into L2 can reach; the "% copy" column then
+    // compares L2 to the HBM copy rate.
+    Act x = b.act(1, sh.K), y = b.act(1, sh.N);
+    const double us = b.time_us(100, [&](int) { b.gpu().matmul(x, w.layers[0].q_proj, y); });
+    b.add(fmt::format("matmul {} T=1 [tensor cores, L2 warm]", sh.name), "F8_E4M3 " + dims(sh.N, sh.K), us,
+          static_cast<double>(bytes), 2.0 * sh.N * sh.K);
   }
   cuda::gemv_mma_enabled() = true;
 }

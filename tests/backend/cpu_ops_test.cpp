@@ -111,6 +111,19 @@ TEST_F(CpuOps, RouterBreaksTiesTowardLowerExpertId) {
   EXPECT_FLOAT_EQ(w[0], 0.5f);
 }
 
+// A NaN bias makes that expert's selection score NaN: it ranks last (the
+// CUDA backend does the same), whatever its position.
+TEST_F(CpuOps, RouterRanksNanBiasedScoresLast) {
+  const int64_t H = 8, E = 6;
+  auto x = randn(H);
+  std::vector<float> gate(E * H, 0.0f), bias = {0.0f, std::nanf(""), 0.1f, std::nanf(""), 0.0f, -0.1f};
+  std::vector<int32_t> ids(E);
+  std::vector<float> w(E);
+  b->route(act(x, 1), view(gate, {E, H}), view(bias, {E}), static_cast<int>(E), 1.0f,
+           Routing{ids.data(), w.data(), 1, static_cast<int>(E)});
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 0, 4, 5, 1, 3}));
+}
+
 TEST_F(CpuOps, MoeIsWeightedSumOfSwiGluExperts) {
   const int64_t T = 7, H = 40, I = 24;
   const int E = 5, k = 2;

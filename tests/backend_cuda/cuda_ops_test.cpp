@@ -13,6 +13,8 @@
 //     kernel (bf16 Q and P, bound 4 * 2^-9; see cuda_attention_test.cpp,
 //     which tests it per vector).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <numeric>
 
@@ -318,6 +320,44 @@ TEST_F(Ops, RouteBreaksTiesTowardLowerExpertId) {
   gpu_->route(to_gpu(h.randn(H), 1), w.layers[0].router, TensorView{}, 3, 1.0f, Routing{ids, wts, 1, 3});
   EXPECT_EQ(to_host(ids, 3), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_FLOAT_EQ(to_host(wts, 3)[0], 1.0f / 3.0f);
+}
+
+// Ties in many places and across the router's 32-expert slices (E = 100:
+// a short last slice), NaN biases (never selected), T = 5 (two token
+// groups): the selection is the sort by (biased score descending, id
+// ascending) of every expert, in that order, as on the CPU backend.
+TEST_F(Ops, RouteSelectionIsTheFullSortOrderWithTies) {
+  HostTensors h(12);
+  const int64_t E = 100, H = 64, T = 5;
+  const int k = 8;
+  ModelWeights w;
+  w.layers.resize(1);
+  std::vector<float> bias(E);
+  for (int64_t e = 0; e < E; ++e) bias[e] = 0.01f * static_cast<float>((e * 37) % 7);  // 7 levels: 14-15 ties each
+  bias[3] = bias[50] = std::numeric_limits<float>::quiet_NaN();
+  w.layers[0].router = h.store(std::vector<float>(E * H, 0.0f), DType::kF32, Shape{E, H});  // all scores 0.5
+  w.layers[0].router_bias = h.store(bias, DType::kF32, Shape{E});
+  prepare(w);
+  std::vector<int32_t> order(E);
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](int32_t e) { return std::isnan(bias[e]) ? -1.0f : 0.5f + bias[e]; };
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key(a) > key(b); });
+  int32_t* ids = gpu_array(std::vector<int32_t>(T * k, -1));
+  float* wts = gpu_array(std::vector<float>(T * k, 0.0f));
+  auto x = h.randn(T * H);
+  gpu_->route(to_gpu(x, T), w.layers[0].router, w.layers[0].router_bias, k, 1.0f, Routing{ids, wts, T, k});
+  std::vector<int32_t> cpu_ids(T * k);
+  std::vector<float> cpu_w(T * k);
+  cpu_->route(host_act(x, T), w.layers[0].router, w.layers[0].router_bias, k, 1.0f,
+              Routing{cpu_ids.data(), cpu_w.data(), T, k});
+  const auto got = to_host(ids, T * k);
+  const auto got_w = to_host(wts, T * k);
+  for (int64_t t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(got[t * k + j], order[j]) << "token " << t << " slot " << j;
+      EXPECT_EQ(got[t * k + j], cpu_ids[t * k + j]) << "token " << t << " slot " << j;
+      EXPECT_EQ(got_w[t * k + j], cpu_w[t * k + j]) << "token " << t << " slot " << j;
+    }
 }
 
 struct MoeCase {

@@ -1,5 +1,6 @@
 // Sigmoid top-k router and SwiGLU experts on the CPU.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <numeric>
 
@@ -21,7 +22,8 @@ void CpuBackend::route(Act x, const TensorView& gate, const TensorView& bias, in
     const float* lg = router_logits_.data() + t * E;
     for (int64_t e = 0; e < E; ++e) {
       score[e] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(lg[e]))));
-      biased[e] = score[e] + b[e];  // the bias decides selection only
+      const float v = score[e] + b[e];  // the bias decides selection only
+      biased[e] = std::isnan(v) ? -FLT_MAX : v;  // NaN ranks last (and keeps the sort's order strict)
     }
     std::iota(order.begin(), order.end(), 0);
     // Largest biased score first; ties go to the lower expert id.

@@ -24,17 +24,31 @@ constexpr int kMaxTopK = 16;
 
 // Top-k of the group's T tokens by the whole block (the last one to finish
 // the gate product). One thread per (token, expert): sigmoid in fp64 and the
-// biased score into shared memory, then each expert's rank among its token's
-// E biased scores (larger first, ties to the lower id) places it; the k of
-// rank < top_k are the selection, in the CPU backend's order. (A single warp
-// walking the k maxima one after another took 20-25 us of dependent latency
-// on an H200; this is a few hundred cycles per thread, all warps at once.)
+// biased score into shared memory. "x beats y": larger biased score, ties to
+// the lower id. Then in two rounds of comparisons, all warps at once: each
+// expert's rank among the (up to) 32 experts of its slice of the token's
+// list, those of slice rank < top_k becoming candidates; then each
+// candidate's rank among its token's candidates, which for the k winners is
+// their rank among all E (every expert that beats a winner is a winner, and
+// a winner is beaten by fewer than k experts of its slice, so every winner is
+// a candidate), and is >= k for the rest. The k of rank < top_k are the
+// selection, in the CPU backend's order. (One rank among all E per thread was
+// E = 256 dependent shared-memory comparisons; this is 32 + 64 at the M2
+// shapes. A single warp walking the k maxima one after another took 20-25 us
+// of dependent latency on an H200.)
 // logits: [T, E], written by other blocks of this launch (read through L2).
 __device__ void select_experts(const float* logits, const RouteArgs& a, int64_t E, int64_t t0, int T) {
+  constexpr int kSlice = kWarp, kMaxCand = kMaxExperts / kSlice * kMaxTopK;
   __shared__ float score[kTokens][kMaxExperts], biased[kTokens][kMaxExperts];
+  __shared__ int32_t cand[kTokens][kMaxCand];
   __shared__ float chosen[kTokens][kMaxTopK];
   __shared__ int32_t chosen_id[kTokens][kMaxTopK];
-  const int n = T * static_cast<int>(E);
+  const int n = T * static_cast<int>(E), k = a.top_k;
+  const int n_cand = static_cast<int>(ceil_div(E, kSlice)) * k;  // per token
+  auto beats = [&](int t, int o, int e) {
+    const float bo = biased[t][o], be = biased[t][e];
+    return bo > be || (bo == be && o < e);
+  };
   // Every load first, then the arithmetic (one round trip, not one per element).
   float lg[kMaxPerThread], bias[kMaxPerThread];
 #pragma unroll
@@ -52,26 +66,35 @@ __device__ void select_experts(const float* logits, const RouteArgs& a, int64_t 
     const float b = __fadd_rn(sc, bias[i]);  // selection only; NaN ranks last
     biased[p / E][p % E] = isnan(b) ? -FLT_MAX : b;
   }
+  for (int c = threadIdx.x; c < T * n_cand; c += kThreads) cand[c / n_cand][c % n_cand] = -1;  // short last slices
   __syncthreads();
   for (int p = threadIdx.x; p < n; p += kThreads) {
     const int t = p / static_cast<int>(E), e = p % static_cast<int>(E);
-    const float mine = biased[t][e];
+    const int first = e / kSlice * kSlice, last = min(first + kSlice, static_cast<int>(E));
     int rank = 0;
-    for (int o = 0; o < E; ++o) {
-      const float b = biased[t][o];
-      rank += b > mine || (b == mine && o < e);
-    }
-    if (rank < a.top_k) chosen[t][rank] = score[t][e], chosen_id[t][rank] = e;
+    for (int o = first; o < last; ++o) rank += beats(t, o, e);
+    if (rank < k) cand[t][e / kSlice * k + rank] = e;
   }
   __syncthreads();
-  if (threadIdx.x >= T) return;
-  const int t = threadIdx.x;
-  double sum = 0;
-  for (int j = 0; j < a.top_k; ++j) sum += chosen[t][j];
-  for (int j = 0; j < a.top_k; ++j) {
-    a.expert_ids[(t0 + t) * a.top_k + j] = chosen_id[t][j];
-    a.weights[(t0 + t) * a.top_k + j] = static_cast<float>(chosen[t][j] / sum * static_cast<double>(a.scaling));
+  for (int c = threadIdx.x; c < T * n_cand; c += kThreads) {
+    const int t = c / n_cand, e = cand[t][c % n_cand];
+    if (e < 0) continue;
+    int rank = 0;
+    for (int i = 0; i < n_cand; ++i) {
+      const int o = cand[t][i];
+      rank += o >= 0 && beats(t, o, e);
+    }
+    if (rank < k) chosen[t][rank] = score[t][e], chosen_id[t][rank] = e;
   }
+  __syncthreads();
+  // Thread (t, j): the weight of token t's j-th expert (each thread sums its
+  // token's k scores in the same order, so all agree with the CPU's sum).
+  if (threadIdx.x >= T * k) return;
+  const int t = threadIdx.x / k, j = threadIdx.x % k;
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += chosen[t][i];
+  a.expert_ids[(t0 + t) * k + j] = chosen_id[t][j];
+  a.weights[(t0 + t) * k + j] = static_cast<float>(chosen[t][j] / sum * static_cast<double>(a.scaling));
 }
 
 // Launched early (launch_pdl): the block's gate rows are prefetched into L2
@@ -86,6 +109,12 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
   const int64_t rows_per_block = static_cast<int64_t>(kWarps / G) * kRows;
   if (prefetch && threadIdx.x == 0 && blockIdx.y == 0)
     prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
+  if (a.l2_ahead && threadIdx.x == kWarp && blockIdx.y == 0) {  // another warp: issued in parallel
+    const int64_t slice = ceil_div(ceil_div(a.l2_ahead_bytes, static_cast<int64_t>(gridDim.x)), int64_t{16}) * 16;
+    const int64_t first = blockIdx.x * slice;
+    if (first < a.l2_ahead_bytes)
+      prefetch_l2(a.l2_ahead + first, static_cast<uint32_t>(min(slice, a.l2_ahead_bytes - first)));
+  }
   grid_dependency_wait();
   allow_dependents();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
@@ -102,7 +131,8 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = warp_sum(acc[r][t]);
+    for (int t = 0; t < kTokens; ++t)
+      if (t < T) acc[r][t] = warp_sum(acc[r][t]);  // T is the block's: every lane takes part (decode: 2 sums, not 8)
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
