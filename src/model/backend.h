@@ -125,12 +125,6 @@ class Backend {
     kv_store(cache, layer, k, v, slots);
   }
 
-  // ---- Hints: no effect on results.
-  // The attention weights of `layer` are the next large read after the MoE
-  // block under way: a backend may start moving them closer now (CUDA: into
-  // L2 while the latency-bound router runs, HBM otherwise idle).
-  virtual void prefetch_attention_weights(const LayerWeights& layer) {}
-
   // ---- Step graphs: the ops of a decode step recorded once per shape and
   // replayed (CUDA graphs). A backend without them runs every op eagerly.
   // The step's small host inputs, handed over before its ops so that they

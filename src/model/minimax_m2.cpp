@@ -126,7 +126,6 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       b.matmul(attn, L.o_proj, out);
       // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
       b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
-      if (l + 1 < c.num_hidden_layers) b.prefetch_attention_weights(weights_.layers[l + 1]);
       b.route(h, L.router, L.router_bias, c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor),
               routing);
       b.moe(h, L, routing, out);

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
-#include <utility>
 
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_backend_impl.h"
@@ -359,29 +358,11 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
   a.logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * gate.shape[0], stream_));
   a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
   a.expert_ids = out.expert_ids, a.weights = out.weights;
-  a.l2_ahead = std::exchange(l2_ahead_, nullptr), a.l2_ahead_bytes = std::exchange(l2_ahead_bytes_, 0);
   auto context = [&] {
     return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
   };
   if (x.cols != gate.shape[1]) die(cudaErrorInvalidValue, "route", context(), __FILE__, __LINE__);
   check(launch_route(a, num_sms_, stream_), "route", context);
-}
-
-void CudaBackend::prefetch_attention_weights(const LayerWeights& layer) {
-  // The stacked q|k|v (data, then FP8 scales: one allocation) of the layer;
-  // the router launched next asks L2 for it (M2CPP_CUDA_PREFETCH_NEXT=0: not).
-  // Measured on an H200: see docs/perf.md (the sixth pass).
-  static const bool on = [] {
-    const char* v = std::getenv("M2CPP_CUDA_PREFETCH_NEXT");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  const auto it = qkv_.find(layer.q_proj.device);
-  if (!on || it == qkv_.end()) return;
-  const DeviceWeight& w = it->second;
-  const int64_t data = w.rows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
-  const int64_t end = w.scales ? reinterpret_cast<const uint8_t*>(w.scales + (w.rows + kFp8Block - 1) / kFp8Block * w.scale_ld) - w.data
-                               : data;
-  l2_ahead_ = w.data, l2_ahead_bytes_ = end / 16 * 16;
 }
 
 void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {

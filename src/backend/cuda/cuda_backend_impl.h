@@ -48,7 +48,6 @@ class CudaBackend final : public Backend {
                  Act out) override;
   void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
-  void prefetch_attention_weights(const LayerWeights& layer) override;
   void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) override;
   void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
   void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
@@ -143,9 +142,6 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
   std::unordered_map<const void*, DeviceWeight> qkv_;          // q_proj.device -> q|k|v stacked
   std::vector<WeightCopy> pending_copies_;                     // prepare_weights' queued uploads
-  // The region the next route launch asks L2 for (prefetch_attention_weights).
-  const uint8_t* l2_ahead_ = nullptr;
-  int64_t l2_ahead_bytes_ = 0;
 
   // Step graphs: one executable graph per key, valid for the memory
   // generation it was recorded in; a key is recorded the second time it is

@@ -148,10 +148,6 @@ struct RouteArgs {
   unsigned* counters = nullptr;   // scratch [ceil(T / 4)], zero (the kernel leaves them zero)
   int32_t* expert_ids = nullptr;  // [T, top_k]
   float* weights = nullptr;       // [T, top_k]
-  // Bytes the blocks ask L2 for at their start, a slice each (the next
-  // layer's q|k|v: Backend::prefetch_attention_weights); none when null.
-  const uint8_t* l2_ahead = nullptr;
-  int64_t l2_ahead_bytes = 0;
 };
 cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream);
 // Elements of `counters` launch_route needs for T tokens.

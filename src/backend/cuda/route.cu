@@ -109,12 +109,6 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
   const int64_t rows_per_block = static_cast<int64_t>(kWarps / G) * kRows;
   if (prefetch && threadIdx.x == 0 && blockIdx.y == 0)
     prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
-  if (a.l2_ahead && threadIdx.x == kWarp && blockIdx.y == 0) {  // another warp: issued in parallel
-    const int64_t slice = ceil_div(ceil_div(a.l2_ahead_bytes, static_cast<int64_t>(gridDim.x)), int64_t{16}) * 16;
-    const int64_t first = blockIdx.x * slice;
-    if (first < a.l2_ahead_bytes)
-      prefetch_l2(a.l2_ahead + first, static_cast<uint32_t>(min(slice, a.l2_ahead_bytes - first)));
-  }
   grid_dependency_wait();
   allow_dependents();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
