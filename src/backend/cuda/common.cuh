@@ -152,6 +152,18 @@ __device__ inline double block_sum(double v, double* scratch) {
   return warp_sum(v);
 }
 
+// Two block sums at once (one pair of barriers): each result as block_sum
+// would give it. `scratch` holds 64 doubles.
+__device__ inline void block_sum2(double& a, double& b, double* scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  a = warp_sum(a), b = warp_sum(b);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = a, scratch[kWarp + warp] = b;
+  __syncthreads();
+  a = lane < warps ? scratch[lane] : 0.0, b = lane < warps ? scratch[kWarp + lane] : 0.0;
+  a = warp_sum(a), b = warp_sum(b);
+}
+
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Dynamic shared memory a kernel may ask for (Hopper allows 227 KiB a block).

@@ -76,11 +76,13 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
       v[b] = i < n4 ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
-  // 1. max |x| of each token.
+  // 1. max |x| of each token. A row that one batch covers (decode sizes)
+  // stays in registers for step 2: one round trip, not two.
+  const bool one_batch = n4 <= static_cast<int64_t>(kBatch) * per_token * kWarp;
+  float4 v[kBatch];
   float m = 0.0f;
   if (tok < T) {
     for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
-      float4 v[kBatch];
       load_batch(base, v);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) m = fmaxf(m, fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w))));
@@ -103,8 +105,7 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
   // 2. hi + lo of x · 2^e (float4 i -> chunk i / 4, words 2 (i % 4), + 1).
   uint32_t* dst = reinterpret_cast<uint32_t*>(xs) + static_cast<int64_t>(tok) * K;
   for (int64_t base = part * kWarp + lane; base < n4; base += kBatch * per_token * kWarp) {
-    float4 v[kBatch];
-    load_batch(base, v);
+    if (!one_batch) load_batch(base, v);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
@@ -130,37 +131,58 @@ __device__ inline void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& b0, uint32_t& 
       : "r"(word));
 }
 
-// One warp: acc (C fragment: token g x weight rows 2t, 2t + 1 of the tile)
-// += the tile's product over 64-column steps [s0, s1) (both even: a pair of
-// steps is one 128-column scale block). w: the tile's first row (row stride
-// K bytes), `rows` of its 8 rows exist; sc: the tile's scale row (one fp32
-// per 128 columns); xs: staged activations of token 0 (token g at
-// xs + g * K / 4), T tokens; zeros: 4 zero uint4 in shared memory, read by
-// the lanes of absent tokens (no per-step select). Loads in groups of U
-// steps, double-buffered (~3 KB in flight per warp).
-__device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const float* sc, int s0, int s1,
-                                    const uint4* xs, int T, const uint4* zeros, float (&acc)[4]) {
+// One warp's product of one 8-row tile over 64-column steps [s0, s1) (both
+// even: a pair of steps is one 128-column scale block), loads in groups of U
+// steps, two groups in flight (~4 KB per warp). mma_tile_begin issues the
+// first two groups: the weights are never written by a kernel, so a kernel
+// launched early (launch_pdl) calls it before grid_dependency_wait() and
+// their latency overlaps the wait and the staging of the activations.
+constexpr int kMmaGroupSteps = 4;  // U
+struct MmaGroup {
+  uint4 w[kMmaGroupSteps];
+  float sc[kMmaGroupSteps / 2];
+};
+struct MmaTile {
+  const uint8_t* wp = nullptr;  // this lane's chunk of its row at step 0
+  const float* sc = nullptr;    // the tile's scale row (one fp32 per 128 columns)
+  bool row_ok = false;
+  int s0 = 0, s1 = 0;
+  MmaGroup a, b;
+};
+
+__device__ inline void mma_issue(const MmaTile& m, MmaGroup& G, int s) {
+  constexpr int U = kMmaGroupSteps;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    G.w[u] = m.row_ok && s + u < m.s1 ? load_stream(m.wp + static_cast<int64_t>(s + u) * kMmaStepCols) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int p = 0; p < U / 2; ++p) G.sc[p] = s + 2 * p < m.s1 ? __ldg(m.sc + (s + 2 * p) / 2) : 0.0f;
+}
+
+// w: the tile's first row (row stride K bytes), `rows` of its 8 rows exist.
+__device__ inline void mma_tile_begin(MmaTile& m, const uint8_t* w, int64_t K, int rows, const float* sc, int s0,
+                                      int s1) {
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const bool row_ok = g < rows, tok_ok = g < T;
-  const uint8_t* wp = w + g * K + t * 16;
+  m.wp = w + g * K + t * 16, m.sc = sc, m.row_ok = g < rows, m.s0 = s0, m.s1 = s1;
+  mma_issue(m, m.a, s0);
+  if (s0 + kMmaGroupSteps < s1) mma_issue(m, m.b, s0 + kMmaGroupSteps);
+}
+
+// acc (C fragment: token g x weight rows 2t, 2t + 1 of the tile) += the
+// tile's product, m begun by mma_tile_begin. xs: staged activations of token
+// 0 (token g at xs + g * K / 4), T tokens; zeros: 4 zero uint4 in shared
+// memory, read by the lanes of absent tokens (no per-step select).
+__device__ inline void mma_tile_dot(MmaTile& m, int64_t K, const uint4* xs, int T, const uint4* zeros,
+                                    float (&acc)[4]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const bool tok_ok = g < T;
   const uint4* xp = tok_ok ? xs + g * (K / 4) + t * 4 : zeros;  // chunk 4 s + t of token g: xp + xstep * s
   const int xstep = tok_ok ? 16 : 0;
-  constexpr int U = 4;
-  struct Group {
-    uint4 w[U];
-    float sc[U / 2];
-  };
-  auto issue = [&](Group& G, int s) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      G.w[u] = row_ok && s + u < s1 ? load_stream(wp + static_cast<int64_t>(s + u) * kMmaStepCols) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int p = 0; p < U / 2; ++p) G.sc[p] = s + 2 * p < s1 ? __ldg(sc + (s + 2 * p) / 2) : 0.0f;
-  };
-  auto use = [&](const Group& G, int s) {
+  constexpr int U = kMmaGroupSteps;
+  auto use = [&](const MmaGroup& G, int s) {
 #pragma unroll
     for (int p = 0; p < U / 2; ++p) {
-      if (s + 2 * p >= s1) continue;
+      if (s + 2 * p >= m.s1) continue;
       float ch[4] = {0.f, 0.f, 0.f, 0.f}, cl[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -182,14 +204,14 @@ __device__ inline void mma_tile_dot(const uint8_t* w, int64_t K, int rows, const
       acc[1] = fmaf(ch[1] + cl[1], G.sc[p], acc[1]);
     }
   };
-  Group a, b;  // two named buffers: registers cannot be indexed by a runtime stage
-  issue(a, s0);
-  for (int s = s0; s < s1; s += 2 * U) {
-    if (s + U < s1) issue(b, s + U);
-    use(a, s);
-    if (s + U >= s1) break;
-    if (s + 2 * U < s1) issue(a, s + 2 * U);
-    use(b, s + U);
+  // Group a holds steps [s, s + U), b [s + U, s + 2U); each is refilled with
+  // the steps 2U further as soon as it has been used.
+  for (int s = m.s0; s < m.s1; s += 2 * U) {
+    use(m.a, s);
+    if (s + 2 * U < m.s1) mma_issue(m, m.a, s + 2 * U);
+    if (s + U >= m.s1) break;
+    use(m.b, s + U);
+    if (s + 3 * U < m.s1) mma_issue(m, m.b, s + 3 * U);
   }
 }
 

@@ -104,15 +104,24 @@ __global__ void __launch_bounds__(kMmaThreads, 1) gemv_mma_kernel(const float* _
   const int64_t K = w.cols, tiles = ceil_div(w.rows, kMmaTileRows), per = K / kMmaStepCols / splits;
   const int s0 = static_cast<int>(split * per), s1 = static_cast<int>(s0 + per);
   if (threadIdx.x < 4) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
+  MmaTile m;
+  auto begin = [&](int64_t tile) {
+    const int64_t n0 = tile * kMmaTileRows;
+    const int rows = static_cast<int>(w.rows - n0 < kMmaTileRows ? w.rows - n0 : kMmaTileRows);
+    mma_tile_begin(m, w.data + n0 * K, K, rows, w.scales + (n0 / kScaleBlock) * w.scale_ld, s0, s1);
+  };
+  // The first tile's first loads go out before the wait (launched early:
+  // they overlap the kernel before this one and the staging below).
+  if (mma_tile_of(splits, 0, group) < tiles) begin(mma_tile_of(splits, 0, group));
   grid_dependency_wait();
   allow_dependents();
   stage_split_rows(xs, descale, T, K, [&](int i) { return x + i * ldx; });
   for (int64_t r = 0;; ++r) {
     const int64_t tile = mma_tile_of(splits, r, group), n0 = tile * kMmaTileRows;
     if (tile >= tiles) break;
-    const int rows = static_cast<int>(w.rows - n0 < kMmaTileRows ? w.rows - n0 : kMmaTileRows);
+    if (r > 0) begin(tile);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    mma_tile_dot(w.data + n0 * K, K, rows, w.scales + (n0 / kScaleBlock) * w.scale_ld, s0, s1, xs, T, zeros, acc);
+    mma_tile_dot(m, K, xs, T, zeros, acc);
     float2 sum = make_float2(acc[0], acc[1]);
     if (splits > 1) {
       mma_group_publish(acc, splits, part);

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
   // then v [kv_dim / 4], and k is overwritten by the rotated k once every
   // rotation has read its partner dims.
   extern __shared__ float4 row4[];
-  __shared__ double scratch[kWarp];
+  __shared__ double scratch[2 * kWarp];
   __shared__ float cs[2 * kQkMaxHalfRotary];  // cos θ_i, then sin θ_i
   const int64_t t = blockIdx.x;
   const int nq4 = static_cast<int>(a.q_dim / 4), n4 = nq4 + static_cast<int>(a.kv_dim / 4);
@@ -88,8 +88,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(QkNormRopeArgs a
                      static_cast<double>(v[i].z) * v[i].z + static_cast<double>(v[i].w) * v[i].w;
     (c < nq4 ? sq : sk) += s;
   }
-  sq = block_sum(sq, scratch);
-  sk = block_sum(sk, scratch);
+  block_sum2(sq, sk, scratch);
   const double eps = a.eps;
   const float inv_q = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(a.q_norm_width) + eps));
   const float inv_k = static_cast<float>(1.0 / sqrt(sk / static_cast<double>(a.kv_norm_width) + eps));
