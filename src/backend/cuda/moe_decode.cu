@@ -16,13 +16,15 @@
 // are launched early (launch_pdl): once the kernel before is done they read
 // their routing, issue their first stages, and only then stage their
 // activations (x, u) and the FP8 block scales of their rows into shared
-// memory, a round trip that overlaps the weights'.
+// memory with cp.async (every copy in flight at once, no registers): one
+// round trip, overlapping the weights'.
 //
 // Every sum runs in the order of moe.cu's kernels (a lane's chunks in
 // ascending order, one fmaf per chunk; W2 chunk by chunk over batches of 8
 // slots; then the same warp shuffle tree), so results are bit-identical.
 #include <algorithm>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/experts.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/moe_decode.h"
@@ -48,6 +50,20 @@ constexpr int kDownBatch = 8;
 constexpr int kDownDepth = 4;
 constexpr int kDownBlocksPerSm = 1;
 
+// 16 bytes of weights, read once: load_stream (common.cuh) as an ordinary
+// load, not a read-only one (ld.global.nc). ptxas moved the first stages'
+// loads below the staging's cp.async issue, wait and barrier (the kernel then
+// paid the staging's round trip, then the weights'); ordinary loads stay
+// above a barrier, so the kernels put one between the first stages and the
+// staging (issued()).
+__device__ inline uint4 load_weights(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // A warp's weight loads as a sequence of stages of N 16-byte chunks a lane,
 // D stages in flight in registers. A source says where its current stage's
 // chunks are (src.chunk(k); null reads as zeros, e.g. past the warp's last
@@ -65,7 +81,7 @@ struct LoadRing {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       const uint8_t* p = src.chunk(k);
-      v[d][k] = p ? load_stream(p) : make_uint4(0, 0, 0, 0);
+      v[d][k] = p ? load_weights(p) : make_uint4(0, 0, 0, 0);
     }
     src.next();
   }
@@ -105,16 +121,41 @@ __device__ inline int lane_chunks(int64_t kc, int lane) {
   return static_cast<int>(ceil_div(max(kc - lane, int64_t{0}), kWarp));
 }
 
+// Rows t < n_rows (row_ptr(t), K floats) into xs in stage_rows' layout
+// (gemv.cuh), by cp.async: the caller commits and waits.
+template <DType T, class RowPtr>
+__device__ void stage_rows_async(float4* xs, const XLayout& lay, int n_rows, int64_t K, const RowPtr& row_ptr) {
+  const int per_row = lay.row_stride();
+  for (int idx = threadIdx.x; idx < n_rows * per_row; idx += blockDim.x) {
+    const float* row = row_ptr(idx / per_row);
+    const int64_t col = staged_col<T>(lay, idx % per_row);
+    cp_async16(xs + idx, col < K ? row + col : row, col < K);
+  }
+}
+
 // FP8 block scales of rows [first, last) of nm matrices (scales_of(m): matrix
-// m's [rows / 128, ld]) to ss: scale row first / 128 + i of matrix m at
-// ss[(m * srows + i) * ld], srows = scale_rows_of(first, last). The scale of
-// chunk i of a lane then sits i * kScaleStep + lane / 8 further along its row.
+// m's [rows / 128, ld]) to ss by cp.async: scale row first / 128 + i of
+// matrix m at ss[(m * srows + i) * ld], srows = scale_rows_of(first, last).
+// The scale of chunk i of a lane then sits i * kScaleStep + lane / 8 further
+// along its row.
 constexpr int kScaleStep = kWarp * Stored<DType::kF8E4M3>::kPer16 / kScaleBlock;
 __device__ inline int scale_rows_of(int first, int last) { return (last - 1) / kScaleBlock - first / kScaleBlock + 1; }
 template <class ScalesOf>
-__device__ void stage_scales(float* ss, int nm, const ScalesOf& scales_of, int ld, int first, int last) {
+__device__ void stage_scales_async(float* ss, int nm, const ScalesOf& scales_of, int ld, int first, int last) {
   const int per = scale_rows_of(first, last) * ld, r0 = first / kScaleBlock;
-  for (int idx = threadIdx.x; idx < nm * per; idx += blockDim.x) ss[idx] = scales_of(idx / per)[r0 * ld + idx % per];
+  for (int idx = threadIdx.x; idx < nm * per; idx += blockDim.x)
+    cp_async4(ss + idx, scales_of(idx / per) + r0 * ld + idx % per, true);
+}
+
+// Between a warp's first weight loads and its staging copies: keeps ptxas
+// from moving the loads below the copies and their wait (load_weights).
+__device__ inline void issued() { __syncthreads(); }
+
+// Waits for this thread's cp.async copies, then for the block's.
+__device__ inline void staged() {
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
 }
 
 // Stage (r, g) of a warp's walk over its rows of W1|W3: the lane's chunks
@@ -167,15 +208,16 @@ __global__ void __launch_bounds__(kThreads, kUpBlocksPerSm)
   UpSource src{{}, w1 + lane0, w3 + lane0, kWarps * KC * 16, rows.count, groups, lane_chunks(KC, lane)};
   LoadRing<kUpDepth, 2 * kUpChunks> ring;
   ring.prime(src);
-  stage_rows<WT>(xs, lay, 1, H, [&](int) { return a.x + s / a.top_k * H; });
+  issued();
+  stage_rows_async<WT>(xs, lay, 1, H, [&](int) { return a.x + s / a.top_k * H; });
   const int ld = static_cast<int>(ceil_div(H, kScaleBlock)), sr0 = rows.first / kScaleBlock;
   const int srows = scale_rows_of(rows.first, rows.last);
   float* const ss = reinterpret_cast<float*>(xs + lay.row_stride());
   if constexpr (WT == DType::kF8E4M3) {
     auto scales_of = [&](int m) { return reinterpret_cast<const float*>((m ? w3 : w1) + a.experts.scale_off13); };
-    stage_scales(ss, 2, scales_of, ld, rows.first, rows.last);
+    stage_scales_async(ss, 2, scales_of, ld, rows.first, rows.last);
   }
-  __syncthreads();
+  staged();
   UpStage at;                      // the stage being used
   float acc1 = 0.0f, acc3 = 0.0f;  // its row's W1 (gate) and W3 (up) sums
   auto use = [&](const uint4 (&v)[2 * kUpChunks]) {
@@ -262,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
                  rows.count, batches, lay.KI, lane_chunks(KC, lane), a.top_k};
   LoadRing<kDownDepth, kDownBatch> ring;
   ring.prime(src);
-  stage_rows<WT>(us, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
+  issued();
+  stage_rows_async<WT>(us, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
   const int ld = static_cast<int>(ceil_div(I, kScaleBlock)), sr0 = rows.first / kScaleBlock;
   const int srows = scale_rows_of(rows.first, rows.last);
   float* const ss = reinterpret_cast<float*>(us + static_cast<int64_t>(a.top_k) * lay.row_stride());
@@ -270,9 +313,9 @@ __global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
     auto scales_of = [&](int j) {
       return reinterpret_cast<const float*>(a.experts.w2 + offset[j] + a.experts.scale_off2);
     };
-    stage_scales(ss, a.top_k, scales_of, ld, rows.first, rows.last);
+    stage_scales_async(ss, a.top_k, scales_of, ld, rows.first, rows.last);
   }
-  __syncthreads();
+  staged();
   DownStage at;  // the stage being used
   float sum = 0.0f;
   auto use = [&](const uint4 (&v)[kDownBatch]) {
@@ -312,7 +355,7 @@ int64_t max_scale_rows(int64_t rows_per_block, int64_t rows) {
 // matrix of `rows` rows take at most `slots` blocks, every warp the same
 // whole number of rows.
 int64_t wave_rows_per_block(int64_t rows, int64_t columns, int64_t slots) {
-  const int64_t per_column = std::max<int64_t>(1, slots / columns);
+  const int64_t per_column = std::max<int64_t>(1, slots / std::max<int64_t>(columns, 1));
   return kWarps * ceil_div(rows, per_column * kWarps);
 }
 
