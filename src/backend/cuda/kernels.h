@@ -164,13 +164,17 @@ constexpr int64_t kMoeDecodePairs = 64;
 //   kPdl:    the same kernels started early (launch_pdl), each block asking
 //            L2 for its weight rows as soon as it knows its experts;
 //   kStream: one wave of blocks, started early, each warp streaming its rows
-//            through a ring of register stages (moe_decode.cu).
+//            through a ring of register stages (moe_decode.cu); W2 with 8
+//            warps an SM, 4 stages in flight;
+//   kStream16: the same, W2 with 16 warps an SM, 2 stages in flight.
 // Results are bit-identical across them (same order of every sum).
-enum class MoeDecode { kOld, kPdl, kStream };
-inline constexpr MoeDecode kMoeDecodeAll[] = {MoeDecode::kOld, MoeDecode::kPdl, MoeDecode::kStream};
-const char* moe_decode_name(MoeDecode v);  // "old", "pdl", "stream"
+enum class MoeDecode { kOld, kPdl, kStream, kStream16 };
+inline constexpr MoeDecode kMoeDecodeAll[] = {MoeDecode::kOld, MoeDecode::kPdl, MoeDecode::kStream,
+                                              MoeDecode::kStream16};
+const char* moe_decode_name(MoeDecode v);  // "old", "pdl", "stream", "stream16"
 // The process-wide default of MoeArgs::decode: env M2CPP_MOE_DECODE=old|pdl|
-// stream, read at first use (stream when unset); benchmarks and tests set it.
+// stream|stream16, read at first use (stream when unset); benchmarks and
+// tests set it.
 MoeDecode& moe_decode_default();
 struct MoeArgs {
   const float* x = nullptr;  // [T, H]

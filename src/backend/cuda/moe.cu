@@ -9,7 +9,7 @@
 //         the routing-weighted results in registers -> out [T, H].
 //   Each selected expert's weights are read once per token, at memory speed.
 //   MoeArgs::decode picks the kernels: these (kOld, kPdl) or moe_decode.cu's
-//   (kStream).
+//   (kStream, kStream16).
 // More pairs (prefill, large batches): pairs are grouped by expert on the GPU
 // (no host round trip), tiles of up to 4 pairs of one expert share each pass
 // over its weights, and a last kernel combines the k results of each token
@@ -296,9 +296,9 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
   if (P <= kMoeDecodePairs) {
-    if (a.decode == MoeDecode::kStream) return launch_moe_decode_stream(a, s.u, stream);
-    return a.decode == MoeDecode::kPdl ? launch_decode<WT, true>(a, s.u, row_h, row_i, stream)
-                                       : launch_decode<WT, false>(a, s.u, row_h, row_i, stream);
+    if (a.decode == MoeDecode::kOld) return launch_decode<WT, false>(a, s.u, row_h, row_i, stream);
+    if (a.decode == MoeDecode::kPdl) return launch_decode<WT, true>(a, s.u, row_h, row_i, stream);
+    return launch_moe_decode_stream(a, s.u, stream);
   }
   const bool tensor_cores = moe_reads_x8(a);
 #if defined(M2CPP_WITH_CUTLASS)

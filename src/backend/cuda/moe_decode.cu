@@ -1,5 +1,5 @@
 // The decode MoE (at most kMoeDecodePairs (token, expert) pairs) as two
-// streams of expert weights (MoeDecode::kStream):
+// streams of expert weights (MoeDecode::kStream, kStream16):
 //   up:   u[s, n] = silu(W1_e[n, :] · x_t) · (W3_e[n, :] · x_t) for each pair
 //         s = t * top_k + j of expert e = ids[s], n < I;
 //   down: out[t, n] = Σ_j w[t, j] · W2_{e_j}[n, :] · u[t * top_k + j], n < H.
@@ -43,12 +43,18 @@ constexpr int kUpChunks = 3;
 constexpr int kUpDepth = 3;
 constexpr int kUpBlocksPerSm = 2;
 // W2: stages of one chunk of each of 8 slots (moe.cu's expert batch: the
-// same order of the sum), 4 in flight (512 B a lane, 128 registers); 1 block
-// an SM: at H = 3072 on 132 SMs every warp gets 3 rows (with 16 warps an SM
-// some would get 2 and some 1).
+// same order of the sum), in two shapes to compare (MoeDecode):
+//   kStream:   1 block an SM, 4 stages in flight (512 B a lane, 128
+//              registers); at H = 3072 on 132 SMs every warp gets 3 rows;
+//   kStream16: 2 blocks an SM (at most 128 registers a thread), 2 stages in
+//              flight; 192 blocks of 2 rows a warp. More warps to hide each
+//              one's decode-and-FMA chain (docs/perf.md: a design with 2 warps
+//              a scheduler was bound by it), half the bytes in flight each.
 constexpr int kDownBatch = 8;
-constexpr int kDownDepth = 4;
-constexpr int kDownBlocksPerSm = 1;
+struct DownShape {
+  int blocks_per_sm, depth;
+};
+constexpr DownShape kDown8Warps{1, 4}, kDown16Warps{2, 2};
 
 // 16 bytes of weights, read once: load_stream (common.cuh) as an ordinary
 // load, not a read-only one (ld.global.nc). ptxas moved the first stages'
@@ -281,8 +287,8 @@ struct DownSource {
 
 // grid (T, H / rows_per_block). Dynamic shared memory: the token's top_k
 // u rows (XLayout), then (FP8) each slot's W2 scales of the block's rows.
-template <DType WT>
-__global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
+template <DType WT, int kBlocksPerSm, int kDepth>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     moe_down_stream_kernel(MoeArgs a, const float* u, int rows_per_block) {
   constexpr int V = Stored<WT>::kPer16;
   extern __shared__ float4 us[];
@@ -302,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
   __syncthreads();
   DownSource src{{},         a.experts.w2 + ((rows.first + warp) * KC + lane) * 16, offset, kWarps * KC * 16,
                  rows.count, batches, lay.KI, lane_chunks(KC, lane), a.top_k};
-  LoadRing<kDownDepth, kDownBatch> ring;
+  LoadRing<kDepth, kDownBatch> ring;
   ring.prime(src);
   issued();
   stage_rows_async<WT>(us, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
@@ -359,8 +365,9 @@ int64_t wave_rows_per_block(int64_t rows, int64_t columns, int64_t slots) {
   return kWarps * ceil_div(rows, per_column * kWarps);
 }
 
-template <DType WT>
+template <DType WT, DownShape kDown>
 cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
+  constexpr auto down_kernel = moe_down_stream_kernel<WT, kDown.blocks_per_sm, kDown.depth>;
   constexpr size_t kScaleFloat = WT == DType::kF8E4M3 ? sizeof(float) : 0;  // no scales for BF16
   const int64_t H = a.experts.hidden, I = a.experts.intermediate, P = a.T * a.top_k;
   cudaError_t e = cudaSuccess;
@@ -369,28 +376,33 @@ cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
                    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess))
     return e;
   const int64_t up_rows = wave_rows_per_block(I, P, static_cast<int64_t>(sms) * kUpBlocksPerSm);
-  const int64_t down_rows = wave_rows_per_block(H, a.T, static_cast<int64_t>(sms) * kDownBlocksPerSm);
+  const int64_t down_rows = wave_rows_per_block(H, a.T, static_cast<int64_t>(sms) * kDown.blocks_per_sm);
   const size_t up_smem = staged_row_float4<WT>(H, kWarp) * sizeof(float4) +
                          2 * max_scale_rows(up_rows, I) * ceil_div(H, kScaleBlock) * kScaleFloat;
   const size_t down_smem = (staged_row_float4<WT>(I, kWarp) * sizeof(float4) +
                             max_scale_rows(down_rows, H) * ceil_div(I, kScaleBlock) * kScaleFloat) * a.top_k;
   if ((e = allow_dynamic_smem(moe_up_stream_kernel<WT>, up_smem)) != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(moe_down_stream_kernel<WT>, down_smem)) != cudaSuccess) return e;
+  if ((e = allow_dynamic_smem(down_kernel, down_smem)) != cudaSuccess) return e;
   const dim3 up_grid(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, up_rows)));
   const dim3 down_grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, down_rows)));
   if ((e = launch_pdl(moe_up_stream_kernel<WT>, up_grid, kThreads, up_smem, stream, a, u, static_cast<int>(up_rows))) !=
       cudaSuccess)
     return e;
-  return launch_pdl(moe_down_stream_kernel<WT>, down_grid, kThreads, down_smem, stream, a, static_cast<const float*>(u),
+  return launch_pdl(down_kernel, down_grid, kThreads, down_smem, stream, a, static_cast<const float*>(u),
                     static_cast<int>(down_rows));
 }
 
 }  // namespace
 
 cudaError_t launch_moe_decode_stream(const MoeArgs& a, float* u, cudaStream_t stream) {
+  const bool w16 = a.decode == MoeDecode::kStream16;
   switch (a.experts.dtype) {
-    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, u, stream);
-    case DType::kBF16: return launch_typed<DType::kBF16>(a, u, stream);
+    case DType::kF8E4M3:
+      return w16 ? launch_typed<DType::kF8E4M3, kDown16Warps>(a, u, stream)
+                 : launch_typed<DType::kF8E4M3, kDown8Warps>(a, u, stream);
+    case DType::kBF16:
+      return w16 ? launch_typed<DType::kBF16, kDown16Warps>(a, u, stream)
+                 : launch_typed<DType::kBF16, kDown8Warps>(a, u, stream);
     default: return cudaErrorInvalidValue;
   }
 }

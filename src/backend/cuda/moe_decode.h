@@ -1,5 +1,6 @@
-// The decode MoE's kStream kernels (moe_decode.cu); moe.cu's launch_moe
-// calls them for at most kMoeDecodePairs pairs when MoeArgs::decode says so.
+// The decode MoE's kStream / kStream16 kernels (moe_decode.cu); moe.cu's
+// launch_moe calls them for at most kMoeDecodePairs pairs when
+// MoeArgs::decode says so.
 #pragma once
 
 #include <cuda_runtime.h>

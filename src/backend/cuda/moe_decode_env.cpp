@@ -12,6 +12,7 @@ const char* moe_decode_name(MoeDecode v) {
     case MoeDecode::kOld: return "old";
     case MoeDecode::kPdl: return "pdl";
     case MoeDecode::kStream: return "stream";
+    case MoeDecode::kStream16: return "stream16";
   }
   return "?";
 }
@@ -22,7 +23,7 @@ MoeDecode& moe_decode_default() {
     if (!s || !*s) return MoeDecode::kStream;
     for (MoeDecode d : kMoeDecodeAll)
       if (std::strcmp(s, moe_decode_name(d)) == 0) return d;
-    log_warn("M2CPP_MOE_DECODE={} is not one of old, pdl, stream: using stream", s);
+    log_warn("M2CPP_MOE_DECODE={} is not one of old, pdl, stream, stream16: using stream", s);
     return MoeDecode::kStream;
   }();
   return v;
