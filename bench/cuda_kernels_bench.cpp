@@ -233,7 +233,8 @@ void bench_lm_head_gemm(Bench& b, const std::string& tag, std::vector<int64_t> t
 }
 
 // One layer's experts (256, FP8, real shapes), 8 distinct random experts per
-// token, a fresh routing every call.
+// token, a fresh routing every call. Decode sizes (at most kMoeDecodePairs
+// pairs): a row per decode kernel variant (MoeDecode), e.g. "moe T=1 [stream]".
 void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "") {
   const int64_t E = 256, H = 3072, I = 1536;
   const int k = 8;
@@ -266,10 +267,22 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "
       routings.push_back(Routing{b.device_array(ids), b.device_array(wts), T, k});
     }
     Act x = b.act(T, H), out = b.act(T, H);
-    const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
     const double mean_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / variants;
-    b.add(fmt::format("moe{} T={} ({:.0f} experts)", tag, T, mean_touched), "FP8 256 x [1536, 3072]", us,
-          mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
+    auto run = [&](const std::string& label) {
+      const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
+      b.add(fmt::format("moe{} T={} ({:.0f} experts){}", tag, T, mean_touched, label), "FP8 256 x [1536, 3072]", us,
+            mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
+    };
+    if (T * k > cuda::kMoeDecodePairs) {
+      run("");
+      continue;
+    }
+    const cuda::MoeDecode chosen = cuda::moe_decode_default();
+    for (cuda::MoeDecode v : cuda::kMoeDecodeAll) {
+      cuda::moe_decode_default() = v;
+      run(fmt::format(" [{}]", cuda::moe_decode_name(v)));
+    }
+    cuda::moe_decode_default() = chosen;
   }
 }
 
@@ -431,7 +444,7 @@ int main(int argc, char** argv) {
   bench_matmul(b, "lm_head", DType::kBF16, 200064, 3072, {1, 4});
   bench_lm_head_gemm(b, " tensor cores", {64, 256}, c.copy_bytes_per_s, c.bf16_flops);
   if (!quick) bench_matmul(b, "q_proj prefill", DType::kF8E4M3, 6144, 3072, {512});
-  bench_moe(b, quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 4, 16, 64});
+  bench_moe(b, quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16, 64});
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
   bench_attention(b, 32768, 1);

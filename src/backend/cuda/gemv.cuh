@@ -40,13 +40,19 @@ inline size_t staged_row_float4(int64_t K, int lanes) {
   return static_cast<size_t>(l.KI) * l.V4 * l.L;
 }
 
+// The first column of float4 `rem` of a staged row (rem < row_stride()).
+template <DType T>
+__device__ inline int64_t staged_col(const XLayout& lay, int rem) {
+  const int q = rem % lay.L, ij = rem / lay.L;
+  return (static_cast<int64_t>(ij / lay.V4) * lay.L + q) * Stored<T>::kPer16 + 4 * (ij % lay.V4);
+}
+
 // Stages rows t < n_rows (row t at row_ptr(t), K floats, 16-byte aligned).
 // Each thread issues kBatch loads before it stores any: a store to shared
 // memory between two loads (the compiler cannot tell the generic source from
 // shared memory) would cost one round trip per element, ~0.5 us each.
 template <DType T, class RowPtr>
 __device__ void stage_rows(float4* xs, const XLayout& lay, int n_rows, int64_t K, RowPtr row_ptr) {
-  constexpr int V = Stored<T>::kPer16;
   constexpr int kBatch = 8;
   const int per_row = lay.KI * lay.V4 * lay.L;
   const int total = n_rows * per_row;
@@ -57,10 +63,8 @@ __device__ void stage_rows(float4* xs, const XLayout& lay, int n_rows, int64_t K
       const int idx = base + b * blockDim.x + threadIdx.x;
       v[b] = make_float4(0.f, 0.f, 0.f, 0.f);
       if (idx < total) {
-        const int t = idx / per_row, rem = idx % per_row;
-        const int q = rem % lay.L, ij = rem / lay.L;
-        const int64_t col = (static_cast<int64_t>(ij / lay.V4) * lay.L + q) * V + 4 * (ij % lay.V4);
-        if (col < K) v[b] = *reinterpret_cast<const float4*>(row_ptr(t) + col);
+        const int64_t col = staged_col<T>(lay, idx % per_row);
+        if (col < K) v[b] = *reinterpret_cast<const float4*>(row_ptr(idx / per_row) + col);
       }
     }
 #pragma unroll
