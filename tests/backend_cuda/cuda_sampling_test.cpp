@@ -44,6 +44,25 @@ class Sampling : public CudaTest {
       }
     }
   }
+  // `copies` copies of each of `rows` (logit row logits[r]) drawn with
+  // seeds 1000 r + c (the same cut, many noises): GPU and CPU tokens alike;
+  // the GPU's, copies of a row in a run.
+  std::vector<SampledToken> draw_copies(const std::vector<std::vector<float>>& logits, const std::vector<SampleRow>& rows,
+                                        int copies, int64_t V, const std::string& what) {
+    std::vector<float> l;
+    std::vector<SampleRow> all;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int c = 0; c < copies; ++c) {
+        l.insert(l.end(), logits[r].begin(), logits[r].end());
+        all.push_back(rows[r]);
+        all.back().seed = 1000 * r + c, all.back().step = c;
+      }
+    }
+    std::vector<SampledToken> g, cpu;
+    run(l, V, all, &g, &cpu);
+    expect_same(g, cpu, what, &l, V);
+    return g;
+  }
 };
 
 // Logits like a model's: N(0, 3) with a few strong tokens.
@@ -196,6 +215,166 @@ TEST_F(Sampling, RowsAreBatchInvariant) {
     std::vector<SampledToken> single(1);
     ASSERT_TRUE(gpu_->sample(to_gpu(one, 1), std::span(&rows[r], 1), single).ok());
     EXPECT_EQ(single[0].id, all[r].id) << "row " << r << " alone vs in a batch of 256";
+  }
+}
+
+// The ids of row `l` [V] in rank order (logit descending, lower id first),
+// the first n.
+std::vector<int32_t> rank_order(const float* l, int64_t V, size_t n) {
+  std::vector<int32_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  n = std::min<size_t>(n, V);
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
+    return sample_rank_key(l[a], a) > sample_rank_key(l[b], b);
+  });
+  idx.resize(n);
+  return idx;
+}
+
+// A top_p under which both backends keep exactly the first `keep` candidates
+// of row `l` at temperature T (after top_k, 0: none; below the drawable
+// count): the target midway through candidate keep - 1's weight, so that the
+// CPU's fp64 and the GPU's fixed-point masses cannot disagree.
+float top_p_keeping(const float* l, int64_t V, float T, int top_k, size_t keep) {
+  const std::vector<int32_t> idx = rank_order(l, V, top_k > 0 ? static_cast<size_t>(top_k) : keep);
+  const double top = l[idx[0]];
+  auto w = [&](float x) { return std::exp((double(x) - top) / T); };  // 0 for -inf
+  double sum = 0, c = 0;
+  if (top_k > 0)
+    for (int32_t i : idx) sum += w(l[i]);
+  else
+    for (int64_t i = 0; i < V; ++i) sum += std::isnan(l[i]) ? 0.0 : w(l[i]);
+  for (size_t i = 0; i < keep; ++i) c += w(l[idx[i]]);
+  return static_cast<float>((c - w(l[idx[keep - 1]]) / 2) / sum);
+}
+
+// A row whose top 5000 logits are U[5, 10) at random ids and the rest
+// N(-5, 1): at T 1 a top-2500 or top-p prefix is longer than block 0's list
+// (1024) while the histogram bin it ends in holds ~60 logits.
+std::vector<float> long_prefix_row(HostTensors& h, int64_t V) {
+  std::vector<float> l = h.randn(V, 1.0f);
+  for (float& x : l) x -= 5.0f;
+  for (int j = 0; j < 5000; ++j) l[h.rng()() % V] = 5.0f + 5.0f * static_cast<float>(h.rng()() % 1000000) / 1e6f;
+  return l;
+}
+
+// Every way the kernel finds the kept set (sampling.cu): block 0's sorted
+// list (top-k, top-k + top-p, top-p alone, min-p), the crossing bin alone
+// (one filter, a kept prefix of ~2500), the radix select (both filters over
+// a long prefix; logits of ~1e7, beyond the histogram's range).
+TEST_F(Sampling, EveryCutPathMatchesTheCpu) {
+  HostTensors h(16);
+  const int64_t V = kVocab;
+  const std::vector<float> model = model_like(h, 1, V), flat = long_prefix_row(h, V);
+  std::vector<float> uniform(V), huge = h.randn(V, 1e7f);
+  for (float& x : uniform) x = static_cast<float>(static_cast<int32_t>(h.rng()() >> 40) - (1 << 23)) / (1 << 23);
+  std::vector<std::vector<float>> l;
+  std::vector<SampleRow> rows;
+  auto add = [&](const std::vector<float>& row, float T, int top_k, float top_p, float min_p = 0.0f) {
+    l.push_back(row);
+    rows.emplace_back();
+    rows.back().temperature = T, rows.back().top_k = top_k, rows.back().top_p = top_p, rows.back().min_p = min_p;
+  };
+  add(model, 2.0f, 40, 1.0f);                                            // list: top-k
+  add(model, 2.0f, 40, top_p_keeping(model.data(), V, 2.0f, 40, 7));     // list: top-k, then top-p
+  add(model, 0.5f, 0, top_p_keeping(model.data(), V, 0.5f, 0, 5));       // list: top-p by mass
+  add(uniform, 1.0f, 40, top_p_keeping(uniform.data(), V, 1.0f, 40, 30));  // the kernel bench's rows
+  {
+    const std::vector<int32_t> idx = rank_order(model.data(), V, 6);
+    const double w4 = std::exp((double(model[idx[4]]) - model[idx[0]]) / 2.0);
+    const double w5 = std::exp((double(model[idx[5]]) - model[idx[0]]) / 2.0);
+    add(model, 2.0f, 40, 1.0f, static_cast<float>((w4 + w5) / 2));        // list: top-k and min-p
+  }
+  add(flat, 1.0f, 2500, 1.0f);                                            // crossing bin: top-k
+  add(flat, 1.0f, 0, top_p_keeping(flat.data(), V, 1.0f, 0, 2500));       // crossing bin: top-p
+  add(flat, 1.0f, 3000, top_p_keeping(flat.data(), V, 1.0f, 3000, 2000));  // radix: both filters
+  add(huge, 1e7f, 40, 1.0f);                                              // radix: distances > 2^16
+  draw_copies(l, rows, 6, V, "cut paths");
+}
+
+// Ties at the top-k threshold: distinct leaders, then a group of equal
+// logits at ids spread over every block of the cluster; top-k (and top-p)
+// cut inside the group, so only its lowest ids are kept and drawn. 20
+// leaders and 300 tied: block 0's list; 500 and 800 with top-k alone: the
+// crossing bin; 20 and 3000, or top-k with top-p: the radix select.
+TEST_F(Sampling, TopKTiesKeepTheLowestIds) {
+  HostTensors h(17);
+  const int64_t V = kVocab;
+  struct Case {
+    int leaders, group, top_k;
+  };
+  for (const Case& k : {Case{20, 300, 100}, Case{500, 800, 700}, Case{20, 3000, 100}}) {
+    std::vector<float> row = h.randn(V, 1.0f);  // all below 6
+    std::vector<int32_t> tied;                   // even ids, ascending
+    for (int j = 0; j < k.group; ++j) tied.push_back(static_cast<int32_t>(2 * (j * (V / (2 * k.group))) + 2));
+    for (int32_t id : tied) row[id] = 6.0f;
+    for (int j = 0; j < k.leaders; ++j) row[2 * (j * (V / (2 * k.leaders))) + 1] = 7.0f + 0.001f * j;  // odd ids
+    std::vector<SampleRow> rows(2);
+    for (SampleRow& x : rows) x.temperature = 20.0f, x.top_k = k.top_k;
+    const size_t keep[2] = {static_cast<size_t>(k.top_k), static_cast<size_t>(k.leaders + 40)};
+    rows[1].top_p = top_p_keeping(row.data(), V, 20.0f, k.top_k, keep[1]);
+    const int copies = 16;
+    const std::string what = std::to_string(k.leaders) + " leaders, " + std::to_string(k.group) + " tied";
+    const std::vector<SampledToken> g = draw_copies({row, row}, rows, copies, V, what);
+    const std::vector<int32_t> kept[2] = {rank_order(row.data(), V, keep[0]), rank_order(row.data(), V, keep[1])};
+    for (size_t i = 0; i < g.size(); ++i) {
+      const std::vector<int32_t>& in = kept[i / copies];
+      EXPECT_NE(std::find(in.begin(), in.end(), g[i].id), in.end()) << what << ", draw " << i << ": " << g[i].id;
+      if (row[g[i].id] == 6.0f) {
+        EXPECT_LT(g[i].id, tied[in.size() - k.leaders]) << what << ", draw " << i;
+      }
+    }
+  }
+}
+
+// All-equal logits (one bin holding the row: the radix select; 1000 of
+// them: the list with ties only), -inf logits (fewer drawable tokens than
+// top_k: top-k off; -inf just below the top-k threshold; one drawable
+// token), top_k = vocab - 1 (the crossing bin), and min-p alone.
+TEST_F(Sampling, EqualAndInfiniteLogitsMatchTheCpu) {
+  HostTensors h(18);
+  const int64_t V = kVocab;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> equal(V, 0.25f), model = model_like(h, 1, V);
+  std::vector<float> few(V, -inf), fringe(V, -inf), one(V, -inf);
+  for (int j = 0; j < 30; ++j) few[j * 6661 + 5] = h.normal();
+  for (int j = 0; j < 45; ++j) fringe[j * 4441 + 3] = h.normal();
+  one[123456] = -3.0f;
+  std::vector<std::vector<float>> l;
+  std::vector<SampleRow> rows;
+  auto add = [&](const std::vector<float>& row, int top_k, float top_p, float min_p = 0.0f) {
+    l.push_back(row);
+    rows.emplace_back();
+    rows.back().temperature = 1.0f, rows.back().top_k = top_k, rows.back().top_p = top_p, rows.back().min_p = min_p;
+  };
+  add(equal, 40, 1.0f);
+  add(equal, 0, 0.5f);  // exactly the first half: both backends' masses are exact here
+  add(few, 40, top_p_keeping(few.data(), V, 1.0f, 0, 10));
+  add(fringe, 40, 1.0f);
+  add(one, 0, 0.3f);
+  add(model, static_cast<int>(V - 1), 1.0f);
+  add(model, 0, 1.0f, 0.01f);
+  draw_copies(l, rows, 4, V, "equal and infinite logits");
+
+  std::vector<SampleRow> small(8);
+  std::vector<float> ls(8 * 1000, 0.25f);
+  for (int r = 0; r < 8; ++r) small[r].temperature = 1.0f, small[r].top_k = 40, small[r].seed = r;
+  std::vector<SampledToken> g, cpu;
+  run(ls, 1000, small, &g, &cpu);
+  expect_same(g, cpu, "1000 equal logits");
+  for (const SampledToken& t : g) EXPECT_LT(t.id, 40);
+}
+
+// Vocabularies whose blocks' shares are not 16-byte aligned (4-byte loads)
+// and whose last block holds a partial share.
+TEST_F(Sampling, OddVocabulariesMatchTheCpu) {
+  for (int64_t V : {4099, 5001, 200063}) {
+    HostTensors h(19 + V);
+    const int64_t R = 6;
+    const std::vector<float> l = model_like(h, R, V);
+    std::vector<SampledToken> g, c;
+    run(l, V, sampling_rows(l, R, V, 5), &g, &c);
+    expect_same(g, c, "vocabulary " + std::to_string(V), &l, V);
   }
 }
 
