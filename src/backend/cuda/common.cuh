@@ -96,24 +96,12 @@ __device__ inline float4 load4_any(const void* p, DType t, int64_t i) {
   return make_float4(load_any(p, t, i), load_any(p, t, i + 1), load_any(p, t, i + 2), load_any(p, t, i + 3));
 }
 
-// 16 bytes of data read once (weights): bypass L1, prefetch 256 B into L2,
-// and mark the line first to go from L2: a decode step streams ~160 MB of
-// weights per layer through a 63 MB L2, which would otherwise push out what
-// is read again (activations, the KV cache, weights prefetched into L2 for
-// the next kernel).
+// 16 bytes of data read once (weights): bypass L1, prefetch 256 B into L2.
 __device__ inline uint4 load_stream(const void* p) {
   uint4 v;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(policy));
-#else
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
-#endif
   return v;
 }
 

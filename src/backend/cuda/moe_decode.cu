@@ -62,14 +62,11 @@ constexpr DownShape kDown8Warps{1, 4}, kDown16Warps{2, 2};
 // paid the staging's round trip, then the weights'); ordinary loads stay
 // above a barrier, so the kernels put one between the first stages and the
 // staging (issued()).
-// Marked first to go from L2, like load_stream's.
 __device__ inline uint4 load_weights(const void* p) {
   uint4 v;
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(policy));
+               : "l"(p));
   return v;
 }
 
