@@ -436,9 +436,11 @@ int main(int argc, char** argv) {
               c.copy_bytes_per_s / 1e9, c.bf16_flops / 1e12, c.fp8_flops / 1e12);
   Bench b;
   bench_gemv_paths(b);
-  bench_matmul(b, "q_proj", DType::kF8E4M3, 6144, 3072, {1, 4});
-  bench_matmul(b, "k_proj", DType::kF8E4M3, 1024, 3072, {1});
-  bench_matmul(b, "o_proj", DType::kF8E4M3, 3072, 6144, {1, 4});
+  // T = 64 and 256: the dense products of decode batches (FP8 tensor cores,
+  // activations quantised by the call).
+  bench_matmul(b, "q_proj", DType::kF8E4M3, 6144, 3072, {1, 4, 64, 256});
+  bench_matmul(b, "k_proj", DType::kF8E4M3, 1024, 3072, {1, 64});
+  bench_matmul(b, "o_proj", DType::kF8E4M3, 3072, 6144, {1, 4, 64, 256});
   bench_matmul(b, "expert w1", DType::kF8E4M3, 1536, 3072, {1});
   bench_matmul(b, "expert w2", DType::kF8E4M3, 3072, 1536, {1});
   bench_matmul(b, "lm_head", DType::kBF16, 200064, 3072, {1, 4});
