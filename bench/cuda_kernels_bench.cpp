@@ -233,8 +233,7 @@ void bench_lm_head_gemm(Bench& b, const std::string& tag, std::vector<int64_t> t
 }
 
 // One layer's experts (256, FP8, real shapes), 8 distinct random experts per
-// token, a fresh routing every call. Decode sizes (at most kMoeDecodePairs
-// pairs): a row per decode kernel variant (MoeDecode), e.g. "moe T=1 [stream]".
+// token, a fresh routing every call.
 void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "") {
   const int64_t E = 256, H = 3072, I = 1536;
   const int k = 8;
@@ -268,21 +267,9 @@ void bench_moe(Bench& b, std::vector<int64_t> tokens, const std::string& tag = "
     }
     Act x = b.act(T, H), out = b.act(T, H);
     const double mean_touched = std::accumulate(touched.begin(), touched.end(), 0.0) / variants;
-    auto run = [&](const std::string& label) {
-      const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
-      b.add(fmt::format("moe{} T={} ({:.0f} experts){}", tag, T, mean_touched, label), "FP8 256 x [1536, 3072]", us,
-            mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
-    };
-    if (T * k > cuda::kMoeDecodePairs) {
-      run("");
-      continue;
-    }
-    const cuda::MoeDecode chosen = cuda::moe_decode_default();
-    for (cuda::MoeDecode v : cuda::kMoeDecodeAll) {
-      cuda::moe_decode_default() = v;
-      run(fmt::format(" [{}]", cuda::moe_decode_name(v)));
-    }
-    cuda::moe_decode_default() = chosen;
+    const double us = b.time_us(100, [&](int i) { b.gpu().moe(x, w.layers[0], routings[i % variants], out); });
+    b.add(fmt::format("moe{} T={} ({:.0f} experts)", tag, T, mean_touched), "FP8 256 x [1536, 3072]", us,
+          mean_touched * expert_bytes, 2.0 * T * k * 3 * I * H);
   }
 }
 

@@ -410,10 +410,10 @@ TEST_F(Ops, MoeMatchesCpu) {
 }
 
 // Router and MoE back to back on the stream (the router starts early, see
-// route.cu, and so do the MoE's kPdl and kStream kernels), 4 rounds without
-// a host sync, each round's routing in its own buffers poisoned with another
-// valid routing: a MoE kernel that read the routing before the router had
-// finished would use the poison. Every decode variant, 1 and 4 tokens.
+// route.cu, and so do the MoE's decode kernels, moe_decode.cu), 4 rounds
+// without a host sync, each round's routing in its own buffers poisoned with
+// another valid routing: a MoE kernel that read the routing before the router
+// had finished would use the poison. 1 and 4 tokens.
 TEST_F(Ops, MoeUsesTheRoutingOfTheRouterJustBeforeIt) {
   HostTensors h(13);
   const int64_t E = 16, H = 3072, I = 1536;
@@ -422,39 +422,34 @@ TEST_F(Ops, MoeUsesTheRoutingOfTheRouterJustBeforeIt) {
   LayerWeights& L = random_fp8_experts(h, w, E, H, I);
   L.router = h.store(h.randn(E * H, 1.0f / std::sqrt(float(H))), DType::kF32, Shape{E, H});
   prepare(w);
-  for (cuda::MoeDecode variant : cuda::kMoeDecodeAll) {
-    ScopedMoeDecode scoped(variant);
-    for (int64_t T : {1, 4}) {
-      std::vector<int32_t> poison_ids(T * k);
-      for (int64_t i = 0; i < T * k; ++i) poison_ids[i] = int32_t(E - k + i % k);  // the last k experts
-      const std::vector<float> poison_w(T * k, 1.0f / k);
-      std::vector<std::vector<float>> xs;
-      std::vector<int32_t*> ids;
-      std::vector<float*> wts;
-      std::vector<Act> outs;
-      for (int r = 0; r < rounds; ++r) {
-        xs.push_back(h.randn(T * H));
-        ids.push_back(gpu_array(poison_ids));
-        wts.push_back(gpu_array(poison_w));
-        outs.push_back(poisoned(T, H));
-      }
-      std::vector<Act> gx;
-      for (int r = 0; r < rounds; ++r) gx.push_back(to_gpu(xs[r], T));
-      for (int r = 0; r < rounds; ++r) {
-        const Routing routing{ids[r], wts[r], T, k};
-        gpu_->route(gx[r], L.router, TensorView{}, k, 1.0f, routing);
-        gpu_->moe(gx[r], L, routing, outs[r]);
-      }
-      const char* name = cuda::moe_decode_name(variant);
-      for (int r = 0; r < rounds; ++r) {
-        std::vector<int32_t> got_ids = to_host(ids[r], T * k);
-        std::vector<float> got_w = to_host(wts[r], T * k);
-        EXPECT_NE(got_ids, poison_ids) << name << " T " << T << " round " << r
-                                       << ": the router did not write its routing";
-        std::vector<float> want(T * H);
-        cpu_->moe(host_act(xs[r], T), L, Routing{got_ids.data(), got_w.data(), T, k}, host_act(want, T));
-        EXPECT_LE(rel_error(to_host(outs[r]), want), 2e-5) << name << " T " << T << " round " << r;
-      }
+  for (int64_t T : {1, 4}) {
+    std::vector<int32_t> poison_ids(T * k);
+    for (int64_t i = 0; i < T * k; ++i) poison_ids[i] = int32_t(E - k + i % k);  // the last k experts
+    const std::vector<float> poison_w(T * k, 1.0f / k);
+    std::vector<std::vector<float>> xs;
+    std::vector<int32_t*> ids;
+    std::vector<float*> wts;
+    std::vector<Act> outs;
+    for (int r = 0; r < rounds; ++r) {
+      xs.push_back(h.randn(T * H));
+      ids.push_back(gpu_array(poison_ids));
+      wts.push_back(gpu_array(poison_w));
+      outs.push_back(poisoned(T, H));
+    }
+    std::vector<Act> gx;
+    for (int r = 0; r < rounds; ++r) gx.push_back(to_gpu(xs[r], T));
+    for (int r = 0; r < rounds; ++r) {
+      const Routing routing{ids[r], wts[r], T, k};
+      gpu_->route(gx[r], L.router, TensorView{}, k, 1.0f, routing);
+      gpu_->moe(gx[r], L, routing, outs[r]);
+    }
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<int32_t> got_ids = to_host(ids[r], T * k);
+      std::vector<float> got_w = to_host(wts[r], T * k);
+      EXPECT_NE(got_ids, poison_ids) << "T " << T << " round " << r << ": the router did not write its routing";
+      std::vector<float> want(T * H);
+      cpu_->moe(host_act(xs[r], T), L, Routing{got_ids.data(), got_w.data(), T, k}, host_act(want, T));
+      EXPECT_LE(rel_error(to_host(outs[r]), want), 2e-5) << "T " << T << " round " << r;
     }
   }
 }

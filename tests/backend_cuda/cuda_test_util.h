@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/kernels.h"
 #include "../model/test_paths.h"
 #include "model/backend.h"
 
@@ -127,19 +126,6 @@ class ScopedEnv {
  private:
   const char* name_;
   std::optional<std::string> old_;
-};
-
-// Sets the decode MoE kernels the backend's moe op launches (MoeArgs::decode's
-// process-wide default) for a scope, then restores them.
-class ScopedMoeDecode {
- public:
-  explicit ScopedMoeDecode(cuda::MoeDecode v) : old_(cuda::moe_decode_default()) { cuda::moe_decode_default() = v; }
-  ~ScopedMoeDecode() { cuda::moe_decode_default() = old_; }
-  ScopedMoeDecode(const ScopedMoeDecode&) = delete;
-  ScopedMoeDecode& operator=(const ScopedMoeDecode&) = delete;
-
- private:
-  cuda::MoeDecode old_;
 };
 
 // A GPU and a CPU backend; skips the test without a CUDA device.

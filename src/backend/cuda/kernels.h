@@ -155,28 +155,10 @@ int64_t route_counter_count(int64_t T);
 
 // ---- moe.cu -------------------------------------------------------------------
 // Up to this many (token, expert) pairs launch_moe takes the decode path (no
-// grouping: each pair's expert weights streamed by its own blocks).
+// grouping: each pair's expert weights streamed by its own blocks,
+// moe_decode.cu).
 constexpr int64_t kMoeDecodePairs = 64;
-// The decode path's kernels (moe.cu, moe_decode.cu), kept side by side for
-// A/B runs:
-//   kOld:    a block per (pair, 16 rows of I) for W1|W3, per (token, 8 rows
-//            of H) for W2, ordinary launches; a warp's weight loads in 3
-//            groups, each used before the next is issued;
-//   kPdl:    the same kernels started early (launch_pdl), each block asking
-//            L2 for its weight rows as soon as it knows its experts;
-//   kStream: one wave of blocks, started early, each warp streaming its rows
-//            through a ring of register stages (moe_decode.cu); W2 with 8
-//            warps an SM, 4 stages in flight;
-//   kStream16: the same, W2 with 16 warps an SM, 2 stages in flight.
-// Results are bit-identical across them (same order of every sum).
-enum class MoeDecode { kOld, kPdl, kStream, kStream16 };
-inline constexpr MoeDecode kMoeDecodeAll[] = {MoeDecode::kOld, MoeDecode::kPdl, MoeDecode::kStream,
-                                              MoeDecode::kStream16};
-const char* moe_decode_name(MoeDecode v);  // "old", "pdl", "stream", "stream16"
-// The process-wide default of MoeArgs::decode: env M2CPP_MOE_DECODE=old|pdl|
-// stream|stream16, read at first use (stream when unset); benchmarks and
-// tests set it.
-MoeDecode& moe_decode_default();
+
 struct MoeArgs {
   const float* x = nullptr;  // [T, H]
   int64_t T = 0;
@@ -195,13 +177,12 @@ struct MoeArgs {
   // (moe_cutlass.h; builds with M2CPP_WITH_CUTLASS, sm_90 devices only:
   // device_caps.h). The scratch must be sized with the same flag.
   bool use_cutlass = false;
-  int num_sms = 0;  // of the device (CUTLASS's persistent grid, the kStream decode grid; 0: asked of the device)
+  int num_sms = 0;  // of the device (CUTLASS's persistent grid, the decode path's grid; 0: asked of the device)
   // x's FP8 copy written by its producer (Fp8Out's layout: codes [T, H],
   // scales [H / 128, T]), or null: the FP8 paths quantise x into their
   // scratch themselves.
   const uint8_t* x8 = nullptr;
   const float* sx = nullptr;
-  MoeDecode decode = moe_decode_default();  // the decode path's kernels (at most kMoeDecodePairs pairs)
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
                          bool cutlass);

@@ -2,14 +2,13 @@
 // over each token's top-k experts e = ids[t, j], expert weights in their
 // stored dtype (FP8 e4m3 + 128 x 128 scales, or BF16), decoded in registers.
 //
-// Decode (at most kMoeDecodePairs (token, expert) pairs): no grouping at all.
+// Decode (at most kMoeDecodePairs (token, expert) pairs): no grouping at all
+// (moe_decode.cu).
 //   up:   one block column per pair streams W1_e and W3_e rows, SwiGLU in the
 //         epilogue -> u [pairs, I];
 //   down: one block column per token streams W2 of its k experts and sums
 //         the routing-weighted results in registers -> out [T, H].
 //   Each selected expert's weights are read once per token, at memory speed.
-//   MoeArgs::decode picks the kernels: these (kOld, kPdl) or moe_decode.cu's
-//   (kStream, kStream16).
 // More pairs (prefill, large batches): pairs are grouped by expert on the GPU
 // (no host round trip), tiles of up to 4 pairs of one expert share each pass
 // over its weights, and a last kernel combines the k results of each token
@@ -33,6 +32,7 @@ constexpr int kWarps = kThreads / kWarp;
 constexpr int kTileTokens = 4;  // pairs per tile in the grouped path
 constexpr int kMaxTopK = 16;
 
+// ---- grouped path -------------------------------------------------------------
 
 // u[pair(t)] = silu(W1_e x) ⊙ W3_e x for the block's rows of I, for the
 // TM activation rows staged in xs (pair(t) gives each one's output row).
@@ -53,100 +53,6 @@ __device__ void up_rows(const MoeArgs& a, int64_t e, const float4* xs, const XLa
       if (lane == r * TM + t && t < T && n + r < I) u[pair_of(t) * I + n + r] = silu_mul(gs, us);
     }
 }
-
-// ---- decode path --------------------------------------------------------------
-
-// grid (pairs, I / (kWarps * 2)): pair s = t * top_k + j. kEarly (kPdl):
-// launched early; after the router is done, the block's 16 rows of W1 and
-// W3 are asked of L2 before x is staged.
-template <DType WT, bool kEarly>
-__global__ void __launch_bounds__(kThreads) moe_up_decode_kernel(MoeArgs a, float* u) {
-  extern __shared__ float4 xs[];
-  const int64_t s = blockIdx.x, t = s / a.top_k;
-  if constexpr (kEarly) {
-    grid_dependency_wait();  // the expert ids are the router's
-    allow_dependents();
-    if (threadIdx.x < 2)
-      prefetch_rows_l2<WT>(expert_w13(a.experts, threadIdx.x == 0 ? a.experts.w1 : a.experts.w3, a.expert_ids[s]),
-                           static_cast<int64_t>(blockIdx.y) * kWarps * 2, kWarps * 2);
-  }
-  const XLayout lay = make_layout<WT>(a.experts.hidden, kWarp);
-  stage_rows<WT>(xs, lay, 1, a.experts.hidden, [&](int) { return a.x + t * a.experts.hidden; });
-  __syncthreads();
-  up_rows<WT, 1, 2>(a, a.expert_ids[s], xs, lay, 1, u, [&](int) { return s; });
-}
-
-// grid (T, H / (kWarps * kDownRows)): out[t, n] = Σ_j w[t, j] · W2_{e_j}[n, :] · u[t * top_k + j].
-// The loads of kExpertBatch experts' chunks are issued together (8 experts x
-// 16 bytes in flight per lane and row), the sum stays in registers. One row
-// per warp: 384 blocks for H = 3072, one wave on an H200 (with 2 rows, 192
-// blocks left 60 SMs with a second block: 33 % of the copy rate, measured).
-// kEarly (kPdl): launched early; once u is written, the block's rows of its
-// k experts' W2 are asked of L2 before u is staged.
-constexpr int kDownRows = 1;
-template <DType WT, bool kEarly>
-__global__ void __launch_bounds__(kThreads) moe_down_decode_kernel(MoeArgs a, const float* u) {
-  constexpr int R = kDownRows, V = Stored<WT>::kPer16, kExpertBatch = 8;
-  extern __shared__ float4 xs[];
-  const int64_t t = blockIdx.x, H = a.experts.hidden, I = a.experts.intermediate, KC = I / V;
-  if constexpr (kEarly) {
-    grid_dependency_wait();  // u is the up kernel's
-    allow_dependents();
-    if (threadIdx.x < a.top_k)
-      prefetch_rows_l2<WT>(expert_w2(a.experts, a.expert_ids[t * a.top_k + threadIdx.x]),
-                           static_cast<int64_t>(blockIdx.y) * kWarps * R, kWarps * R);
-  }
-  const XLayout lay = make_layout<WT>(I, kWarp);
-  stage_rows<WT>(xs, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
-  __syncthreads();
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t n = static_cast<int64_t>(blockIdx.y) * kWarps * R + warp * R;
-  float sum[R] = {};
-  for (int j0 = 0; j0 < a.top_k; j0 += kExpertBatch) {
-    DeviceWeight w[kExpertBatch];
-    float wj[kExpertBatch];
-#pragma unroll
-    for (int b = 0; b < kExpertBatch; ++b) {
-      const bool used = j0 + b < a.top_k;
-      w[b] = expert_w2(a.experts, used ? a.expert_ids[t * a.top_k + j0 + b] : 0);
-      wj[b] = used ? a.weights[t * a.top_k + j0 + b] : 0.0f;
-    }
-    for (int i = 0; i < lay.KI; ++i) {
-      const int64_t c = static_cast<int64_t>(i) * kWarp + lane;
-      uint4 wv[kExpertBatch][R];
-#pragma unroll
-      for (int b = 0; b < kExpertBatch; ++b)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          wv[b][r] = (j0 + b < a.top_k && c < KC && n + r < H) ? load_stream(w[b].data + ((n + r) * KC + c) * 16)
-                                                                : make_uint4(0, 0, 0, 0);
-      if (c >= KC) continue;
-#pragma unroll
-      for (int b = 0; b < kExpertBatch; ++b) {
-        if (j0 + b >= a.top_k) break;
-        const float4* xr = xs + (j0 + b) * lay.row_stride() + i * (V / 4) * kWarp + lane;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float part = 0.0f;
-#pragma unroll
-          for (int q = 0; q < V / 4; ++q) part = dot4(xr[q * kWarp], decode4<WT>(wv[b][r], q), part);
-          float sc = wj[b];
-          if constexpr (WT == DType::kF8E4M3) {
-            if (n + r < H) sc *= w[b].scales[((n + r) / kScaleBlock) * w[b].scale_ld + (c * V) / kScaleBlock];
-          }
-          sum[r] = fmaf(part, sc, sum[r]);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float v = warp_sum(sum[r]);
-    if (lane == r && n + r < H) a.out[t * H + n + r] = v;
-  }
-}
-
-// ---- grouped path -------------------------------------------------------------
 
 // One block: pairs grouped by expert (order inside an expert is arbitrary;
 // results do not depend on it) and cut into tiles {expert, first, count} of
@@ -263,43 +169,16 @@ Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E,
   return s;
 }
 
-// The decode path's kOld (ordinary launches) and kPdl (kEarly) kernels; row_h,
-// row_i: bytes of one staged row of x, of u.
-template <DType WT, bool kEarly>
-cudaError_t launch_decode(const MoeArgs& a, float* u, size_t row_h, size_t row_i, cudaStream_t stream) {
-  const int64_t H = a.experts.hidden, I = a.experts.intermediate, P = a.T * a.top_k;
-  const size_t down_smem = row_i * a.top_k;
-  cudaError_t e = cudaSuccess;
-  if ((e = allow_dynamic_smem(moe_up_decode_kernel<WT, kEarly>, row_h)) != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(moe_down_decode_kernel<WT, kEarly>, down_smem)) != cudaSuccess) return e;
-  const dim3 up_grid(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, kWarps * 2)));
-  const dim3 down_grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, kWarps * kDownRows)));
-  if constexpr (kEarly) {
-    e = launch_pdl(moe_up_decode_kernel<WT, true>, up_grid, kThreads, row_h, stream, a, u);
-    if (e != cudaSuccess) return e;
-    return launch_pdl(moe_down_decode_kernel<WT, true>, down_grid, kThreads, down_smem, stream, a,
-                      static_cast<const float*>(u));
-  } else {
-    moe_up_decode_kernel<WT, false><<<up_grid, kThreads, row_h, stream>>>(a, u);
-    moe_down_decode_kernel<WT, false><<<down_grid, kThreads, down_smem, stream>>>(a, u);
-    return cudaGetLastError();
-  }
-}
-
 template <DType WT>
 cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const DeviceExperts& x = a.experts;
   const int64_t H = x.hidden, I = x.intermediate, E = x.num_experts, P = a.T * a.top_k;
   size_t total = 0;
   const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, a.use_cutlass, &total);
+  if (P <= kMoeDecodePairs) return launch_moe_decode(a, s.u, stream);
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
-  if (P <= kMoeDecodePairs) {
-    if (a.decode == MoeDecode::kOld) return launch_decode<WT, false>(a, s.u, row_h, row_i, stream);
-    if (a.decode == MoeDecode::kPdl) return launch_decode<WT, true>(a, s.u, row_h, row_i, stream);
-    return launch_moe_decode_stream(a, s.u, stream);
-  }
   const bool tensor_cores = moe_reads_x8(a);
 #if defined(M2CPP_WITH_CUTLASS)
   if (tensor_cores && a.use_cutlass) {

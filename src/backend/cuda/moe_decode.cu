@@ -1,27 +1,24 @@
-// The decode MoE (at most kMoeDecodePairs (token, expert) pairs) as two
-// streams of expert weights (MoeDecode::kStream, kStream16):
+// The decode MoE (at most kMoeDecodePairs (token, expert) pairs; launch_moe
+// in moe.cu calls it) as two streams of expert weights:
 //   up:   u[s, n] = silu(W1_e[n, :] · x_t) · (W3_e[n, :] · x_t) for each pair
 //         s = t * top_k + j of expert e = ids[s], n < I;
 //   down: out[t, n] = Σ_j w[t, j] · W2_{e_j}[n, :] · u[t * top_k + j], n < H.
-// moe.cu's kernels (kOld) give each warp 2 rows (up) or 1 row (down) and
-// issue its 16-byte weight loads in 3 groups, each used before the next is
-// issued: a chain of DRAM round trips per warp (expert id, x, then each
-// group), few bytes in flight; 52 us for the 113 MB of one token's 8 experts
-// on an H200, 51 % of the copy rate. Here each kernel is one wave of blocks
-// (the grid sized from the SM count and the blocks an SM holds), and each
-// warp walks its rows in stages of 16-byte chunks per lane held in a ring
-// of registers (LoadRing): D stages are in flight, and stage s + D is
-// issued as soon as stage s has been used, so a warp waits for DRAM once,
-// at its start, and its loads stay in flight while it computes. Both kernels
-// are launched early (launch_pdl): once the kernel before is done they read
-// their routing, issue their first stages, and only then stage their
-// activations (x, u) and the FP8 block scales of their rows into shared
-// memory with cp.async (every copy in flight at once, no registers): one
-// round trip, overlapping the weights'.
+// Each kernel is one wave of blocks (the grid sized from the SM count and
+// the blocks an SM holds), and each warp walks its rows in stages of 16-byte
+// chunks per lane held in a ring of registers (LoadRing): D stages are in
+// flight, and stage s + D is issued as soon as stage s has been used, so a
+// warp waits for DRAM once, at its start, and its loads stay in flight while
+// it computes. Both kernels are launched early (launch_pdl): once the kernel
+// before is done they read their routing, issue their first stages, and
+// only then stage their activations (x, u) and the FP8 block scales of their
+// rows into shared memory with cp.async (every copy in flight at once, no
+// registers): one round trip, overlapping the weights'. On an H200 the
+// kernels these replaced (2 rows a warp, 3 dependent load groups) took 51.9 µs
+// at T=1 and 156 µs at T=4 against 50.7 and 130.
 //
-// Every sum runs in the order of moe.cu's kernels (a lane's chunks in
-// ascending order, one fmaf per chunk; W2 chunk by chunk over batches of 8
-// slots; then the same warp shuffle tree), so results are bit-identical.
+// Every sum runs in a fixed order (a lane's chunks in ascending order, one
+// fmaf per chunk; W2 chunk by chunk over batches of 8 slots; then the warp
+// shuffle tree of warp_sum), whatever the grid.
 #include <algorithm>
 
 #include "backend/cuda/async_copy.cuh"
@@ -42,19 +39,13 @@ constexpr int kMaxTopK = 16;  // launch_moe's limit
 constexpr int kUpChunks = 3;
 constexpr int kUpDepth = 3;
 constexpr int kUpBlocksPerSm = 2;
-// W2: stages of one chunk of each of 8 slots (moe.cu's expert batch: the
-// same order of the sum), in two shapes to compare (MoeDecode):
-//   kStream:   1 block an SM, 4 stages in flight (512 B a lane, 128
-//              registers); at H = 3072 on 132 SMs every warp gets 3 rows;
-//   kStream16: 2 blocks an SM (at most 128 registers a thread), 2 stages in
-//              flight; 192 blocks of 2 rows a warp. More warps to hide each
-//              one's decode-and-FMA chain (docs/perf.md: a design with 2 warps
-//              a scheduler was bound by it), half the bytes in flight each.
+// W2: stages of one chunk of each of 8 slots, 4 in flight (512 B a lane,
+// 128 registers); 1 block an SM: at H = 3072 on 132 SMs every warp gets 3
+// rows. (2 blocks an SM with 2 stages in flight each was as fast at T=4 and
+// 17 % slower at T=1, measured.)
 constexpr int kDownBatch = 8;
-struct DownShape {
-  int blocks_per_sm, depth;
-};
-constexpr DownShape kDown8Warps{1, 4}, kDown16Warps{2, 2};
+constexpr int kDownDepth = 4;
+constexpr int kDownBlocksPerSm = 1;
 
 // 16 bytes of weights, read once: load_stream (common.cuh) as an ordinary
 // load, not a read-only one (ld.global.nc). ptxas moved the first stages'
@@ -287,8 +278,8 @@ struct DownSource {
 
 // grid (T, H / rows_per_block). Dynamic shared memory: the token's top_k
 // u rows (XLayout), then (FP8) each slot's W2 scales of the block's rows.
-template <DType WT, int kBlocksPerSm, int kDepth>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+template <DType WT>
+__global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
     moe_down_stream_kernel(MoeArgs a, const float* u, int rows_per_block) {
   constexpr int V = Stored<WT>::kPer16;
   extern __shared__ float4 us[];
@@ -308,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   __syncthreads();
   DownSource src{{},         a.experts.w2 + ((rows.first + warp) * KC + lane) * 16, offset, kWarps * KC * 16,
                  rows.count, batches, lay.KI, lane_chunks(KC, lane), a.top_k};
-  LoadRing<kDepth, kDownBatch> ring;
+  LoadRing<kDownDepth, kDownBatch> ring;
   ring.prime(src);
   issued();
   stage_rows_async<WT>(us, lay, a.top_k, I, [&](int j) { return u + (t * a.top_k + j) * I; });
@@ -365,9 +356,8 @@ int64_t wave_rows_per_block(int64_t rows, int64_t columns, int64_t slots) {
   return kWarps * ceil_div(rows, per_column * kWarps);
 }
 
-template <DType WT, DownShape kDown>
+template <DType WT>
 cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
-  constexpr auto down_kernel = moe_down_stream_kernel<WT, kDown.blocks_per_sm, kDown.depth>;
   constexpr size_t kScaleFloat = WT == DType::kF8E4M3 ? sizeof(float) : 0;  // no scales for BF16
   const int64_t H = a.experts.hidden, I = a.experts.intermediate, P = a.T * a.top_k;
   cudaError_t e = cudaSuccess;
@@ -376,33 +366,28 @@ cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
                    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess))
     return e;
   const int64_t up_rows = wave_rows_per_block(I, P, static_cast<int64_t>(sms) * kUpBlocksPerSm);
-  const int64_t down_rows = wave_rows_per_block(H, a.T, static_cast<int64_t>(sms) * kDown.blocks_per_sm);
+  const int64_t down_rows = wave_rows_per_block(H, a.T, static_cast<int64_t>(sms) * kDownBlocksPerSm);
   const size_t up_smem = staged_row_float4<WT>(H, kWarp) * sizeof(float4) +
                          2 * max_scale_rows(up_rows, I) * ceil_div(H, kScaleBlock) * kScaleFloat;
   const size_t down_smem = (staged_row_float4<WT>(I, kWarp) * sizeof(float4) +
                             max_scale_rows(down_rows, H) * ceil_div(I, kScaleBlock) * kScaleFloat) * a.top_k;
   if ((e = allow_dynamic_smem(moe_up_stream_kernel<WT>, up_smem)) != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(down_kernel, down_smem)) != cudaSuccess) return e;
+  if ((e = allow_dynamic_smem(moe_down_stream_kernel<WT>, down_smem)) != cudaSuccess) return e;
   const dim3 up_grid(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, up_rows)));
   const dim3 down_grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, down_rows)));
   if ((e = launch_pdl(moe_up_stream_kernel<WT>, up_grid, kThreads, up_smem, stream, a, u, static_cast<int>(up_rows))) !=
       cudaSuccess)
     return e;
-  return launch_pdl(down_kernel, down_grid, kThreads, down_smem, stream, a, static_cast<const float*>(u),
+  return launch_pdl(moe_down_stream_kernel<WT>, down_grid, kThreads, down_smem, stream, a, static_cast<const float*>(u),
                     static_cast<int>(down_rows));
 }
 
 }  // namespace
 
-cudaError_t launch_moe_decode_stream(const MoeArgs& a, float* u, cudaStream_t stream) {
-  const bool w16 = a.decode == MoeDecode::kStream16;
+cudaError_t launch_moe_decode(const MoeArgs& a, float* u, cudaStream_t stream) {
   switch (a.experts.dtype) {
-    case DType::kF8E4M3:
-      return w16 ? launch_typed<DType::kF8E4M3, kDown16Warps>(a, u, stream)
-                 : launch_typed<DType::kF8E4M3, kDown8Warps>(a, u, stream);
-    case DType::kBF16:
-      return w16 ? launch_typed<DType::kBF16, kDown16Warps>(a, u, stream)
-                 : launch_typed<DType::kBF16, kDown8Warps>(a, u, stream);
+    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, u, stream);
+    case DType::kBF16: return launch_typed<DType::kBF16>(a, u, stream);
     default: return cudaErrorInvalidValue;
   }
 }
