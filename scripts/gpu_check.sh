@@ -133,7 +133,8 @@ fi
 
 # 3c. Every kernel of decode steps under Nsight Compute (NCU=1, when the
 # image has ncu): GPU time, DRAM bytes and occupancy per launch, for batch 1
-# and 64 on 2 layers, without graphs. ncu_summary.txt: one line per kernel;
+# and 64 on 2 layers, without graphs (not the kernels that generate the dummy
+# weights on the GPU). ncu_summary.txt: one line per kernel;
 # NCU_DETAIL=REGEX (with or without NCU=1): ncu_detail.txt, the stall reasons
 # of those kernels.
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
@@ -141,7 +142,7 @@ if [[ -n "${NCU:-}${NCU_DETAIL:-}" && -n "$NCU_BIN" ]]; then
   for batch in $([[ -n "${NCU:-}" ]] && echo 1 64); do
     M2CPP_CUDA_GRAPHS=0 run 200 "$NCU_BIN" --cache-control none --clock-control none --csv --print-units base \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
-      -c "${NCU_KERNELS:-400}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers 2 \
+      -k "regex:^(?!fill_dummy)" -c "${NCU_KERNELS:-400}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers 2 \
       --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
       $( ((batch > 1)) && echo --batch $batch) > "$OUT/ncu_b$batch.csv" 2> "$OUT/ncu_b$batch.err" ||
       note "ncu at batch $batch failed (rc $?)"

@@ -17,6 +17,8 @@
 // CUTLASS's grouped GEMMs with one group per expert (moe_cutlass.cu).
 #include <algorithm>
 
+#include <cub/block/block_scan.cuh>
+
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_gemm.h"
@@ -54,11 +56,18 @@ __device__ void up_rows(const MoeArgs& a, int64_t e, const float4* xs, const XLa
     }
 }
 
-// One block: pairs grouped by expert (order inside an expert is arbitrary;
-// results do not depend on it) and cut into tiles {expert, first, count} of
-// at most tile_pairs pairs.
-__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_pairs,
-                                 int32_t* __restrict__ sorted, int4* __restrict__ tiles, int* __restrict__ num_tiles) {
+// One block of kGroupThreads: pairs grouped by expert (order inside an
+// expert is arbitrary; results do not depend on it) and cut into tiles
+// {expert, first, count} of at most tile_pairs pairs. The experts' offsets
+// and first tiles are block-wide exclusive prefix sums (thread i holds
+// experts [4i, 4i + 4)): one thread walking the E experts with a 64-bit
+// division each took 29 us at E = 256 on an H200 (Nsight Compute, batch 64).
+constexpr int kGroupThreads = 1024, kGroupPerThread = 4;  // E <= 4096 (launch_moe)
+__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E,
+                                                                  int tile_pairs, int32_t* __restrict__ sorted,
+                                                                  int4* __restrict__ tiles, int* __restrict__ num_tiles) {
+  using Scan = cub::BlockScan<int, kGroupThreads>;
+  __shared__ typename Scan::TempStorage scan;
   extern __shared__ int counts[];  // [E] counts, then cursors; [E] offsets; [E] first tiles
   int* offset = counts + E;
   int* first_tile = counts + 2 * E;
@@ -66,14 +75,23 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int
   __syncthreads();
   for (int64_t p = threadIdx.x; p < P; p += blockDim.x) atomicAdd(&counts[ids[p]], 1);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int o = 0, tl = 0;
-    for (int e = 0; e < E; ++e) {
-      offset[e] = o, first_tile[e] = tl;
-      o += counts[e], tl += static_cast<int>(ceil_div(counts[e], tile_pairs));
-    }
-    *num_tiles = tl;
+  int c[kGroupPerThread], t[kGroupPerThread], oc[kGroupPerThread], ot[kGroupPerThread];
+#pragma unroll
+  for (int j = 0; j < kGroupPerThread; ++j) {
+    const int e = threadIdx.x * kGroupPerThread + j;
+    c[j] = e < E ? counts[e] : 0;
+    t[j] = (c[j] + tile_pairs - 1) / tile_pairs;
   }
+  int total_tiles = 0;
+  Scan(scan).ExclusiveSum(c, oc);
+  __syncthreads();  // the scan's storage is reused
+  Scan(scan).ExclusiveSum(t, ot, total_tiles);
+#pragma unroll
+  for (int j = 0; j < kGroupPerThread; ++j) {
+    const int e = threadIdx.x * kGroupPerThread + j;
+    if (e < E) offset[e] = oc[j], first_tile[e] = ot[j];
+  }
+  if (threadIdx.x == 0) *num_tiles = total_tiles;
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x)
     for (int i = 0; i * tile_pairs < counts[e]; ++i)
@@ -183,7 +201,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 #if defined(M2CPP_WITH_CUTLASS)
   if (tensor_cores && a.use_cutlass) {
     // One tile per expert with pairs ({expert, first, count}: tile_pairs P).
-    moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E),
+    moe_group_kernel<<<1, kGroupThreads, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E),
                                                                 static_cast<int>(P), s.sorted, s.tiles, s.num_tiles);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     const MoeFp8Scratch f = moe_fp8_carve(s.fp8, a.T, a.top_k, H, I);
@@ -193,7 +211,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 #endif
   const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
   const unsigned tiles = static_cast<unsigned>(max_tiles(P, E, tile_pairs));
-  moe_group_kernel<<<1, 1024, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted,
+  moe_group_kernel<<<1, kGroupThreads, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted,
                                                               s.tiles, s.num_tiles);
   if (tensor_cores) {
     if ((e = launch_moe_fp8_experts(a, MoeFp8Groups{s.sorted, s.tiles, s.num_tiles, tiles}, s.fp8, s.y, stream)) !=
@@ -235,7 +253,7 @@ cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream) {
   const DeviceExperts& x = a.experts;
   const DeviceWeight probe{x.w1, nullptr, x.dtype, x.intermediate, x.hidden, 0};
   const DeviceWeight probe2{x.w2, nullptr, x.dtype, x.hidden, x.intermediate, 0};
-  if (a.top_k > kMaxTopK || x.num_experts > 4096 || !gemv_compatible(probe) || !gemv_compatible(probe2) ||
+  if (a.top_k > kMaxTopK || x.num_experts > kGroupThreads * kGroupPerThread || !gemv_compatible(probe) || !gemv_compatible(probe2) ||
       x.stride13 % 16 != 0 || x.stride2 % 16 != 0)
     return cudaErrorInvalidValue;
   switch (x.dtype) {
