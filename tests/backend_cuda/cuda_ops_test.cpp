@@ -367,14 +367,21 @@ struct MoeCase {
   std::vector<int64_t> tokens;
 };
 
-// Decode path (<= 64 (token, expert) pairs) and grouped path (more).
+// Decode path (<= 64 (token, expert) pairs, moe_decode.cu) and grouped path
+// (more): M2's expert shapes at decode batches 1 to 8 and beyond, and shapes
+// at the decode kernels' edges (fewer 16-byte chunks per row than lanes,
+// rows of more chunks than a stage holds and not a multiple of it, more than
+// 8 experts a token, 63 pairs). fp32 sums in another order: 2e-5 relative.
 TEST_F(Ops, MoeMatchesCpu) {
   HostTensors h(11);
   const std::vector<MoeCase> cases = {
-      {DType::kF8E4M3, 3072, 1536, 16, 8, {1, 3, 8}},  // more pairs: FP8 tensor cores (cuda_fp8_gemm_test)
-      {DType::kBF16, 3072, 1536, 12, 8, {1, 9}},
-      {DType::kF8E4M3, 192, 96, 8, 3, {1, 5, 21, 22, 300}},
+      {DType::kF8E4M3, 3072, 1536, 16, 8, {1, 3, 4, 8}},  // more pairs: FP8 tensor cores (cuda_fp8_gemm_test)
+      {DType::kBF16, 3072, 1536, 12, 8, {1, 4, 9}},
+      {DType::kF8E4M3, 192, 96, 8, 3, {1, 5, 21, 22, 300}},  // rows of 12 and 6 chunks
       {DType::kBF16, 192, 96, 8, 3, {1, 22, 300}},
+      {DType::kF8E4M3, 7168, 128, 8, 4, {1, 3}},   // W1|W3 rows of 448 chunks: 14 a lane
+      {DType::kF8E4M3, 256, 384, 20, 10, {1, 6}},  // 2 batches of 8 slots in W2
+      {DType::kBF16, 256, 64, 20, 10, {2}},
   };
   for (const MoeCase& c : cases) {
     ModelWeights w;
