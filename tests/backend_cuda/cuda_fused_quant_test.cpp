@@ -52,20 +52,11 @@ struct Side {
   std::unique_ptr<Backend> b;
   std::vector<std::shared_ptr<void>> mem;
 
-  Act act(const std::vector<float>& v, int64_t rows) {
-    auto m = b->allocate(v.size() * sizeof(float));
-    b->copy_from_host(v.data(), m.get(), v.size() * sizeof(float));
-    mem.push_back(m);
-    return Act{static_cast<float*>(m.get()), rows, static_cast<int64_t>(v.size()) / rows};
-  }
+  Act act(const std::vector<float>& v, int64_t rows) { return upload_act(*b, mem, v, rows); }
   Act nan_act(int64_t rows, int64_t cols) {
     return act(std::vector<float>(rows * cols, std::numeric_limits<float>::quiet_NaN()), rows);
   }
-  std::vector<float> host(const Act& a) {
-    std::vector<float> v(a.rows * a.cols);
-    b->copy_to_host(a.data, v.data(), v.size() * sizeof(float));
-    return v;
-  }
+  std::vector<float> host(const Act& a) { return download_act(*b, a); }
   int64_t uses() { return cuda_fp8_copies_used(*b); }
 };
 

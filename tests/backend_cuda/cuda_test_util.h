@@ -129,6 +129,21 @@ class ScopedEnv {
 };
 
 // A GPU and a CPU backend; skips the test without a CUDA device.
+// A fresh device copy of host values on backend b as an Act [rows, size /
+// rows], its memory kept alive by `keep`; and a device Act back to the host.
+inline Act upload_act(Backend& b, std::vector<std::shared_ptr<void>>& keep, const std::vector<float>& v,
+                      int64_t rows) {
+  auto mem = b.allocate(v.size() * sizeof(float));
+  b.copy_from_host(v.data(), mem.get(), v.size() * sizeof(float));
+  keep.push_back(mem);
+  return Act{static_cast<float*>(mem.get()), rows, static_cast<int64_t>(v.size()) / rows};
+}
+inline std::vector<float> download_act(Backend& b, const Act& a) {
+  std::vector<float> v(a.rows * a.cols);
+  b.copy_to_host(a.data, v.data(), v.size() * sizeof(float));
+  return v;
+}
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,21 +154,12 @@ class CudaTest : public ::testing::Test {
   }
 
   // Fresh device copy of host values as an Act [rows, size / rows].
-  Act to_gpu(const std::vector<float>& v, int64_t rows) {
-    auto mem = gpu_->allocate(v.size() * sizeof(float));
-    gpu_->copy_from_host(v.data(), mem.get(), v.size() * sizeof(float));
-    memory_.push_back(mem);
-    return Act{static_cast<float*>(mem.get()), rows, static_cast<int64_t>(v.size()) / rows};
-  }
+  Act to_gpu(const std::vector<float>& v, int64_t rows) { return upload_act(*gpu_, memory_, v, rows); }
   // A device output filled with NaN.
   Act poisoned(int64_t rows, int64_t cols) {
     return to_gpu(std::vector<float>(rows * cols, std::numeric_limits<float>::quiet_NaN()), rows);
   }
-  std::vector<float> to_host(const Act& a) {
-    std::vector<float> v(a.rows * a.cols);
-    gpu_->copy_to_host(a.data, v.data(), v.size() * sizeof(float));
-    return v;
-  }
+  std::vector<float> to_host(const Act& a) { return download_act(*gpu_, a); }
   // Uninitialised device memory for n T's (at least one), freed with the test.
   template <class T>
   T* scratch(size_t n) {

@@ -158,6 +158,8 @@ int64_t route_counter_count(int64_t T);
 // grouping: each pair's expert weights streamed by its own blocks,
 // moe_decode.cu).
 constexpr int64_t kMoeDecodePairs = 64;
+// Experts per token launch_moe takes.
+constexpr int kMoeMaxTopK = 16;
 
 struct MoeArgs {
   const float* x = nullptr;  // [T, H]

@@ -32,7 +32,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kTileTokens = 4;  // pairs per tile in the grouped path
-constexpr int kMaxTopK = 16;
 
 // ---- grouped path -------------------------------------------------------------
 
@@ -253,8 +252,8 @@ cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream) {
   const DeviceExperts& x = a.experts;
   const DeviceWeight probe{x.w1, nullptr, x.dtype, x.intermediate, x.hidden, 0};
   const DeviceWeight probe2{x.w2, nullptr, x.dtype, x.hidden, x.intermediate, 0};
-  if (a.top_k > kMaxTopK || x.num_experts > kGroupThreads * kGroupPerThread || !gemv_compatible(probe) || !gemv_compatible(probe2) ||
-      x.stride13 % 16 != 0 || x.stride2 % 16 != 0)
+  if (a.top_k > kMoeMaxTopK || x.num_experts > kGroupThreads * kGroupPerThread || !gemv_compatible(probe) ||
+      !gemv_compatible(probe2) || x.stride13 % 16 != 0 || x.stride2 % 16 != 0)
     return cudaErrorInvalidValue;
   switch (x.dtype) {
     case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, stream);

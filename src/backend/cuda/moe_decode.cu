@@ -31,7 +31,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
-constexpr int kMaxTopK = 16;  // launch_moe's limit
 
 // W1|W3: stages of 3 chunks a lane of each (half an FP8 row of H = 3072:
 // 3072 B / 16 B / 32 lanes = 6 chunks a lane), 3 in flight (288 B a lane,
@@ -283,8 +282,8 @@ __global__ void __launch_bounds__(kThreads, kDownBlocksPerSm)
     moe_down_stream_kernel(MoeArgs a, const float* u, int rows_per_block) {
   constexpr int V = Stored<WT>::kPer16;
   extern __shared__ float4 us[];
-  __shared__ int64_t offset[kMaxTopK];  // slot j's W2 starts at a.experts.w2 + offset[j]
-  __shared__ float weight[kMaxTopK];    // slot j's routing weight
+  __shared__ int64_t offset[kMoeMaxTopK];  // slot j's W2 starts at a.experts.w2 + offset[j]
+  __shared__ float weight[kMoeMaxTopK];    // slot j's routing weight
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t t = blockIdx.x, H = a.experts.hidden, I = a.experts.intermediate, KC = I / V;
   const WarpRows rows(H, rows_per_block, warp);
