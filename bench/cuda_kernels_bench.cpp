@@ -434,6 +434,15 @@ int main(int argc, char** argv) {
   bench_lm_head_gemm(b, " tensor cores", {64, 256}, c.copy_bytes_per_s, c.bf16_flops);
   if (!quick) bench_matmul(b, "q_proj prefill", DType::kF8E4M3, 6144, 3072, {512});
   bench_moe(b, quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16, 64});
+  {
+    // The decode MoE's SIMT down kernel, which the tensor-core one replaces
+    // on sm_90 (M2CPP_MOE_DECODE, read when a backend starts).
+    setenv("M2CPP_MOE_DECODE", "stream", 1);
+    Bench m;
+    bench_moe(m, {1, 4}, " [stream]");
+    b.append(m.rows());
+    unsetenv("M2CPP_MOE_DECODE");
+  }
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
   bench_attention(b, 32768, 1);

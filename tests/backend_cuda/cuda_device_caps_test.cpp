@@ -23,15 +23,19 @@ TEST(CudaDeviceCaps, HopperRunsEverything) {
   const CudaFeatures f = cuda::cuda_features(h200);
   EXPECT_TRUE(f.pdl && f.gpu_sampling && f.fp8_gemm_own && f.fp8_moe && f.fp8_gemm_cublaslt);
   EXPECT_EQ(f.cutlass_moe, cuda::kCutlassMoeBuilt);  // when the build has it
+  EXPECT_EQ(f.wgmma, cuda::kWgmmaBuilt);
   for (Fp8GemmMode m : {Fp8GemmMode::kOwn, Fp8GemmMode::kCublasLt, Fp8GemmMode::kOff})
     EXPECT_EQ(cuda::fp8_gemm_mode_for(m, f), m);
-  EXPECT_EQ(cuda::describe_fallbacks(h200, f), "");
+  if (cuda::kWgmmaBuilt) {
+    EXPECT_EQ(cuda::describe_fallbacks(h200, f), "");
+  }
 }
 
 TEST(CudaDeviceCaps, AmpereRunsNoHopperOrFp8Kernels) {
   const CudaArch a100{80, 80, kSmemSm80};
   const CudaFeatures f = cuda::cuda_features(a100);
-  EXPECT_FALSE(f.pdl || f.gpu_sampling || f.fp8_gemm_own || f.fp8_moe || f.fp8_gemm_cublaslt || f.cutlass_moe);
+  EXPECT_FALSE(f.pdl || f.gpu_sampling || f.fp8_gemm_own || f.fp8_moe || f.fp8_gemm_cublaslt || f.cutlass_moe ||
+               f.wgmma);
   for (Fp8GemmMode m : {Fp8GemmMode::kOwn, Fp8GemmMode::kCublasLt, Fp8GemmMode::kOff})
     EXPECT_EQ(cuda::fp8_gemm_mode_for(m, f), Fp8GemmMode::kOff);
   const std::string why = cuda::describe_fallbacks(a100, f);
@@ -64,15 +68,20 @@ TEST(CudaDeviceCaps, DecidesByTheCodeNotTheDevice) {
   EXPECT_FALSE(ptx80.fp8_gemm_cublaslt);
   const CudaFeatures ptx89 = cuda::cuda_features(CudaArch{90, 89, kSmemSm90});
   EXPECT_TRUE(ptx89.fp8_gemm_own && ptx89.fp8_moe && ptx89.fp8_gemm_cublaslt);
-  EXPECT_FALSE(ptx89.pdl || ptx89.gpu_sampling || ptx89.cutlass_moe);
+  EXPECT_FALSE(ptx89.pdl || ptx89.gpu_sampling || ptx89.cutlass_moe || ptx89.wgmma);
 }
 
-TEST(CudaDeviceCaps, CutlassMoeOnlyOnSm90Devices) {
-  // Its sm_90a machine code runs on sm_90 only: not on a later GPU, even
+TEST(CudaDeviceCaps, CutlassMoeAndWgmmaOnlyOnSm90Devices) {
+  // Their sm_90a machine code runs on sm_90 only: not on a later GPU, even
   // one whose other kernels were built for it.
-  EXPECT_FALSE(cuda::cuda_features(CudaArch{100, 100, kSmemSm90}).cutlass_moe);
-  EXPECT_FALSE(cuda::cuda_features(CudaArch{100, 90, kSmemSm90}).cutlass_moe);
+  for (const CudaArch& later : {CudaArch{100, 100, kSmemSm90}, CudaArch{100, 90, kSmemSm90}}) {
+    EXPECT_FALSE(cuda::cuda_features(later).cutlass_moe);
+    EXPECT_FALSE(cuda::cuda_features(later).wgmma);
+    EXPECT_NE(cuda::describe_fallbacks(later, cuda::cuda_features(later)).find("decode MoE on SIMT kernels"),
+              std::string::npos);
+  }
   EXPECT_EQ(cuda::cuda_features(CudaArch{90, 90, kSmemSm90}).cutlass_moe, cuda::kCutlassMoeBuilt);
+  EXPECT_EQ(cuda::cuda_features(CudaArch{90, 90, kSmemSm90}).wgmma, cuda::kWgmmaBuilt);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include "backend/cuda/device_caps.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_decode.h"
 #include "cuda_test_util.h"
 
 namespace m2::test {
@@ -402,6 +403,79 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
     }
     std::printf("  moe %s: %.2e (same u) %.2e (fp32), u %.2e\n", what.c_str(), rel_error(got, want_q),
                 rel_error(got, want), rel_error(uq, u_cpu));
+  }
+}
+
+// The decode MoE's down pass on tensor cores (moe_decode_wgmma.cu: FP8
+// weights as exact f16, u as f16 hi + lo after a power-of-two scaling per
+// row) keeps the fp32 bound of the SIMT streaming kernel it replaces
+// (cuda_ops_test.cpp: 2e-5), for tokens whose activations differ by 2^20 in
+// magnitude; a second launch gives the same bits (the per-tile counters are
+// left zero, the slot-order sum does not depend on which block finishes
+// last); the backend op takes this path.
+TEST_F(Fp8Gemm, DecodeMoeDownOnTensorCoresKeepsFp32Accuracy) {
+  if (!features_.wgmma) GTEST_SKIP() << "no wgmma kernels here (sm_90a code on an sm_90 device)";
+  struct Case {
+    int E, k;
+    int64_t H, I;
+    std::vector<int64_t> tokens;
+  };
+  const std::vector<Case> cases = {
+      {16, 8, 3072, 1536, {1, 3, 8}},  // M2's shapes; 8 tokens = 64 pairs, the most
+      {12, 10, 256, 128, {1, 6}},      // one scale block of I; 10 slots
+      {8, 4, 7168, 384, {2}},          // 112 tiles a pair
+  };
+  for (const Case& c : cases) {
+    HostTensors h(71 + c.E);
+    const int64_t H = c.H, I = c.I;
+    const int E = c.E, k = c.k;
+    ModelWeights w;
+    LayerWeights& L = random_fp8_experts(h, w, E, H, I);
+    const DeviceExperts dx = upload_experts(L);
+    prepare(w);
+    for (int64_t T : c.tokens) {
+      std::vector<int32_t> ids;
+      std::vector<float> rw;
+      skewed_routing(h, T, E, k, {}, ids, rw);
+      const std::string what = fmt::format("E {} k {} H {} I {} T {}", E, k, H, I, T);
+      auto x = h.randn(T * H);
+      for (int64_t t = 0; t < T; ++t)  // token t's u ~ 2^(20 (t % 3 - 1)) (u is quadratic in x)
+        for (int64_t i = 0; i < H; ++i) x[t * H + i] = std::ldexp(x[t * H + i], 10 * static_cast<int>(t % 3 - 1));
+      Act gx = to_gpu(x, T), out = poisoned(T, H), again = poisoned(T, H), simt = poisoned(T, H);
+      cuda::MoeArgs a;
+      a.x = gx.data, a.T = T, a.experts = dx, a.top_k = k, a.num_sms = num_sms();
+      a.expert_ids = gpu_array(ids), a.weights = gpu_array(rw);
+      a.wgmma_decode = true;
+      const int64_t n_counters = cuda::moe_decode_counter_count(T, H);
+      a.counters = gpu_array(std::vector<unsigned>(n_counters, 0u));
+      a.scratch = scratch<uint8_t>(cuda::moe_scratch_bytes(T, k, H, I, E, false));
+      a.out = out.data;
+      ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what;
+      a.out = again.data;
+      ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what << " again";
+      a.wgmma_decode = false, a.out = simt.data;
+      ASSERT_EQ(cuda::launch_moe(a, stream()), cudaSuccess) << what << " SIMT";
+      const auto got = to_host(out), got_again = to_host(again), got_simt = to_host(simt);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), got_again.begin())) << what << ": the second launch differs";
+      EXPECT_EQ(to_host(a.counters, n_counters), std::vector<unsigned>(n_counters, 0u)) << what << ": counters left";
+      std::vector<float> want(T * H);
+      cpu_->moe(host_act(x, T), L, Routing{ids.data(), rw.data(), T, k}, host_act(want, T));
+      for (int64_t t = 0; t < T; ++t) {  // per token: their magnitudes differ by 2^20
+        const std::vector<float> g(got.begin() + t * H, got.begin() + (t + 1) * H),
+            s2(got_simt.begin() + t * H, got_simt.begin() + (t + 1) * H),
+            c2(want.begin() + t * H, want.begin() + (t + 1) * H);
+        EXPECT_LE(rel_error(g, c2), 2e-5) << what << " token " << t << ": " << worst(g, c2, H);
+        EXPECT_LE(rel_error(s2, c2), 2e-5) << what << " token " << t << " (SIMT): " << worst(s2, c2, H);
+      }
+      if (cuda::moe_decode_wgmma_enabled_by_env()) {
+        Act op = poisoned(T, H);
+        gpu_->moe(gx, L, Routing{gpu_array(ids), gpu_array(rw), T, k}, op);
+        const auto got_op = to_host(op);
+        EXPECT_TRUE(std::equal(got_op.begin(), got_op.end(), got.begin())) << what << ": the moe op differs";
+      }
+      std::printf("  decode moe %s: %.2e (tensor-core W2) %.2e (SIMT)\n", what.c_str(), rel_error(got, want),
+                  rel_error(got_simt, want));
+    }
   }
 }
 

@@ -105,6 +105,20 @@ __device__ inline uint4 load_stream(const void* p) {
   return v;
 }
 
+// load_stream as an ordinary load, not a read-only one (ld.global.nc), for
+// kernels that issue their first weight loads and then stage activations
+// behind a barrier: ptxas moved read-only loads below the staging's copies,
+// wait and barrier (the kernel then paid the staging's round trip, then the
+// weights'); ordinary loads stay above a barrier (moe_decode.cu,
+// moe_decode_wgmma.cu).
+__device__ inline uint4 load_weights(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 __device__ inline float warp_sum(float v) {
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);

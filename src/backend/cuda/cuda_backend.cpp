@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_decode.h"
 #include "util/log.h"
 
 namespace m2 {
@@ -83,6 +84,7 @@ CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), fe
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
   tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
   moe_cutlass_ = features_.cutlass_moe && moe_cutlass_enabled_by_env();
+  moe_decode_wgmma_ = features_.wgmma && moe_decode_wgmma_enabled_by_env();
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
   const char* profile = std::getenv("M2CPP_CUDA_PROFILE");
   if (profile && std::strcmp(profile, "1") == 0) profile_ = std::make_unique<OpProfile>();
@@ -376,6 +378,10 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.num_sms = num_sms_;
   a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
   a.use_cutlass = a.fp8_tensor_cores && moe_cutlass_;
+  a.wgmma_decode = moe_decode_wgmma_;
+  if (a.wgmma_decode)
+    a.counters = static_cast<unsigned*>(moe_counters_.reserve(
+        sizeof(unsigned) * moe_decode_counter_count(x.rows, a.experts.hidden), stream_, true));
   if (moe_reads_x8(a)) {
     const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
     a.x8 = x8.q, a.sx = x8.s;

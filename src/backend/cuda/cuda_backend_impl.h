@@ -157,6 +157,8 @@ class CudaBackend final : public Backend {
   bool tc_attention_ = true;  // prefill attention on tensor cores
   // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
   bool moe_cutlass_ = false;
+  // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).
+  bool moe_decode_wgmma_ = false;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
@@ -164,7 +166,7 @@ class CudaBackend final : public Backend {
   Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(fp8_gemm_mode_from_env(), features_)};  // FP8 weights x many tokens
   Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
-  DeviceBuffer route_logits_, route_counters_, moe_scratch_, attn_partials_, attn_decode_partials_, attn_counters_;
+  DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
   std::vector<uint8_t> attn_meta_host_;
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;

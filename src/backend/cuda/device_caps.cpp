@@ -26,6 +26,7 @@ CudaFeatures cuda_features(const CudaArch& arch) {
   f.fp8_moe = mma && arch.max_smem_per_block >= moe_fp8_smem_bytes();
   f.fp8_gemm_cublaslt = arch.device >= kHopperArch && f.fp8_gemm_own;
   f.cutlass_moe = kCutlassMoeBuilt && arch.device == kHopperArch && arch.code >= kHopperArch && f.fp8_moe;
+  f.wgmma = kWgmmaBuilt && arch.device == kHopperArch && arch.code >= kHopperArch;
   return f;
 }
 
@@ -55,6 +56,7 @@ std::string describe_fallbacks(const CudaArch& arch, const CudaFeatures& f) {
   if (f.fp8_gemm_own && !f.fp8_gemm_cublaslt)
     add("dense FP8 GEMMs on our kernel (cuBLASLt's block-scaled FP8 needs an sm_90 device)");
   if (!f.pdl) add("no early kernel starts (programmatic dependent launch needs sm_90 code)");
+  if (!f.wgmma) add("decode MoE on SIMT kernels (its wgmma down pass needs sm_90a code on an sm_90 device)");
   if (off.empty()) return off;
   return fmt::format("kernels built for sm_{} on an sm_{} device: {}", arch.code, arch.device, off);
 }

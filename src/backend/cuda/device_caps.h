@@ -13,6 +13,8 @@
 //   cuBLASLt block-scaled FP8 GEMM   an sm_90 device          our kernel, else SIMT
 //   CUTLASS grouped FP8 MoE GEMMs    a CUTLASS build (sm_90a  our FP8 MoE kernel
 //     (moe_cutlass.cu)                 code), an sm_90 device
+//   decode MoE down pass on wgmma    sm_90a code, an sm_90    the SIMT streaming
+//     (moe_decode_wgmma.cu)            device                   kernel
 //
 // "sm_90 code" is the architecture the loaded kernels were compiled for, which
 // is lower than the device's own when a newer GPU JIT-compiles a PTX entry
@@ -53,7 +55,19 @@ struct CudaFeatures {
   // The grouped MoE's GEMMs on CUTLASS (moe_cutlass.cu: sm_90a machine code,
   // which runs on sm_90 devices only); our FP8 MoE kernel is its fallback.
   bool cutlass_moe = false;
+  // Our wgmma kernels (moe_decode_wgmma.cu: sm_90a machine code, sm_90
+  // devices only); the decode MoE's down pass falls back to its SIMT
+  // streaming kernel.
+  bool wgmma = false;
 };
+
+// Whether this build compiled sm_90a code (90a in CMAKE_CUDA_ARCHITECTURES),
+// which the wgmma kernels need: plain sm_90 code has them compiled out.
+#if defined(M2CPP_WITH_SM90A)
+inline constexpr bool kWgmmaBuilt = true;
+#else
+inline constexpr bool kWgmmaBuilt = false;
+#endif
 
 CudaFeatures cuda_features(const CudaArch& arch);
 

@@ -56,6 +56,12 @@ __device__ inline void mma_f16_rows8(float (&d)[4], uint32_t a0, uint32_t a2, ui
       : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 }
 
+// e with amax · 2^e in [2^14, 2^15), the power of two that puts a row whose
+// largest magnitude is amax into f16 hi + lo (above); zero, inf or NaN: 0.
+__device__ inline int f16_split_exponent(float amax) {
+  return amax > 0.0f && amax <= FLT_MAX ? min(max(14 - ilogbf(amax), -126), 126) : 0;
+}
+
 // Stages T <= kMmaMaxTokens rows of K fp32 (row t at row(t), 16-byte
 // aligned, K % 16 == 0) as hi + lo (layout above) and descale[t] = 2^-e_t.
 // All threads of the block; ends with __syncthreads().
@@ -97,9 +103,7 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
   }
   float tm = 0.0f;
   for (int p = 0; p < per_token; ++p) tm = fmaxf(tm, max_of_warp[tok * per_token + p]);
-  // 2^e with tm · 2^e in [2^14, 2^15); zero, inf or NaN rows: e = 0.
-  int e = 0;
-  if (tm > 0.0f && tm <= FLT_MAX) e = min(max(14 - ilogbf(tm), -126), 126);
+  const int e = f16_split_exponent(tm);
   const float up = ldexpf(1.0f, e);
   if (part == 0 && lane == 0) descale[tok] = ldexpf(1.0f, -e);
   // 2. hi + lo of x · 2^e (float4 i -> chunk i / 4, words 2 (i % 4), + 1).

@@ -180,6 +180,13 @@ struct MoeArgs {
   // device_caps.h). The scratch must be sized with the same flag.
   bool use_cutlass = false;
   int num_sms = 0;  // of the device (CUTLASS's persistent grid, the decode path's grid; 0: asked of the device)
+  // Decode (at most kMoeDecodePairs pairs) of FP8 experts with dimensions in
+  // multiples of 128: W2 on tensor cores (wgmma, moe_decode_wgmma.cu; sm_90a
+  // code on an sm_90 device: CudaFeatures::wgmma) instead of the SIMT
+  // streaming kernel, same accuracy. Needs `counters`:
+  // moe_decode_counter_count() zeros, which the kernel leaves zero.
+  bool wgmma_decode = false;
+  unsigned* counters = nullptr;
   // x's FP8 copy written by its producer (Fp8Out's layout: codes [T, H],
   // scales [H / 128, T]), or null: the FP8 paths quantise x into their
   // scratch themselves.
@@ -188,6 +195,7 @@ struct MoeArgs {
 };
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,
                          bool cutlass);
+int64_t moe_decode_counter_count(int64_t T, int64_t hidden);
 // Whether launch_moe takes a grouped FP8 path (tensor cores: more than 64
 // pairs, FP8 experts of dimensions in multiples of 128, fp8_tensor_cores),
 // the paths that quantise x or read x8.

@@ -7,7 +7,9 @@
 //   up:   one block column per pair streams W1_e and W3_e rows, SwiGLU in the
 //         epilogue -> u [pairs, I];
 //   down: one block column per token streams W2 of its k experts and sums
-//         the routing-weighted results in registers -> out [T, H].
+//         the routing-weighted results in registers -> out [T, H]; FP8
+//         experts on sm_90: 64-row tiles of each pair's W2 on tensor cores
+//         (moe_decode_wgmma.cu), same accuracy.
 //   Each selected expert's weights are read once per token, at memory speed.
 // More pairs (prefill, large batches): pairs are grouped by expert on the GPU
 // (no host round trip), tiles of up to 4 pairs of one expert share each pass
@@ -192,7 +194,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const int64_t H = x.hidden, I = x.intermediate, E = x.num_experts, P = a.T * a.top_k;
   size_t total = 0;
   const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, a.use_cutlass, &total);
-  if (P <= kMoeDecodePairs) return launch_moe_decode(a, s.u, stream);
+  if (P <= kMoeDecodePairs) return launch_moe_decode(a, s.u, s.y, stream);
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;

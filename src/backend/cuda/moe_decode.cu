@@ -1,5 +1,6 @@
 // The decode MoE (at most kMoeDecodePairs (token, expert) pairs; launch_moe
-// in moe.cu calls it) as two streams of expert weights:
+// in moe.cu calls it) as two streams of expert weights (the down stream on
+// tensor cores instead where it can: moe_decode_wgmma.cu):
 //   up:   u[s, n] = silu(W1_e[n, :] · x_t) · (W3_e[n, :] · x_t) for each pair
 //         s = t * top_k + j of expert e = ids[s], n < I;
 //   down: out[t, n] = Σ_j w[t, j] · W2_{e_j}[n, :] · u[t * top_k + j], n < H.
@@ -45,20 +46,6 @@ constexpr int kUpBlocksPerSm = 2;
 constexpr int kDownBatch = 8;
 constexpr int kDownDepth = 4;
 constexpr int kDownBlocksPerSm = 1;
-
-// 16 bytes of weights, read once: load_stream (common.cuh) as an ordinary
-// load, not a read-only one (ld.global.nc). ptxas moved the first stages'
-// loads below the staging's cp.async issue, wait and barrier (the kernel then
-// paid the staging's round trip, then the weights'); ordinary loads stay
-// above a barrier, so the kernels put one between the first stages and the
-// staging (issued()).
-__device__ inline uint4 load_weights(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 // A warp's weight loads as a sequence of stages of N 16-byte chunks a lane,
 // D stages in flight in registers. A source says where its current stage's
@@ -356,7 +343,7 @@ int64_t wave_rows_per_block(int64_t rows, int64_t columns, int64_t slots) {
 }
 
 template <DType WT>
-cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
+cudaError_t launch_typed(const MoeArgs& a, float* u, float* y, cudaStream_t stream) {
   constexpr size_t kScaleFloat = WT == DType::kF8E4M3 ? sizeof(float) : 0;  // no scales for BF16
   const int64_t H = a.experts.hidden, I = a.experts.intermediate, P = a.T * a.top_k;
   cudaError_t e = cudaSuccess;
@@ -371,22 +358,23 @@ cudaError_t launch_typed(const MoeArgs& a, float* u, cudaStream_t stream) {
   const size_t down_smem = (staged_row_float4<WT>(I, kWarp) * sizeof(float4) +
                             max_scale_rows(down_rows, H) * ceil_div(I, kScaleBlock) * kScaleFloat) * a.top_k;
   if ((e = allow_dynamic_smem(moe_up_stream_kernel<WT>, up_smem)) != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(moe_down_stream_kernel<WT>, down_smem)) != cudaSuccess) return e;
   const dim3 up_grid(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, up_rows)));
-  const dim3 down_grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, down_rows)));
   if ((e = launch_pdl(moe_up_stream_kernel<WT>, up_grid, kThreads, up_smem, stream, a, u, static_cast<int>(up_rows))) !=
       cudaSuccess)
     return e;
+  if (a.wgmma_decode && moe_decode_wgmma_supported(a)) return launch_moe_down_wgmma(a, u, y, stream);
+  if ((e = allow_dynamic_smem(moe_down_stream_kernel<WT>, down_smem)) != cudaSuccess) return e;
+  const dim3 down_grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ceil_div(H, down_rows)));
   return launch_pdl(moe_down_stream_kernel<WT>, down_grid, kThreads, down_smem, stream, a, static_cast<const float*>(u),
                     static_cast<int>(down_rows));
 }
 
 }  // namespace
 
-cudaError_t launch_moe_decode(const MoeArgs& a, float* u, cudaStream_t stream) {
+cudaError_t launch_moe_decode(const MoeArgs& a, float* u, float* y, cudaStream_t stream) {
   switch (a.experts.dtype) {
-    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, u, stream);
-    case DType::kBF16: return launch_typed<DType::kBF16>(a, u, stream);
+    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(a, u, y, stream);
+    case DType::kBF16: return launch_typed<DType::kBF16>(a, u, y, stream);
     default: return cudaErrorInvalidValue;
   }
 }
