@@ -210,6 +210,9 @@ __global__ void __launch_bounds__(kThreads) moe_down_wgmma_kernel(MoeArgs a, con
   if (threadIdx.x == 0) *counter = 0u;  // zero again for the next launch
 }
 
+// Dynamic shared memory of a block: B (16 I bytes), u's row (4 I), W2's scales.
+size_t down_smem_bytes(int64_t I) { return static_cast<size_t>(16 * I + 4 * I + (I / kBlockCols) * sizeof(float)); }
+
 }  // namespace
 
 bool moe_decode_wgmma_enabled_by_env() {
@@ -222,13 +225,14 @@ int64_t moe_decode_counter_count(int64_t T, int64_t hidden) { return T * ceil_di
 bool moe_decode_wgmma_supported(const MoeArgs& a) {
   const DeviceExperts& x = a.experts;
   return x.dtype == DType::kF8E4M3 && x.hidden % kBlockCols == 0 && x.intermediate % kBlockCols == 0 &&
-         a.counters != nullptr && a.top_k >= 1 && a.top_k <= kMoeMaxTopK;
+         down_smem_bytes(x.intermediate) <= kMaxDynamicSmem && a.counters != nullptr && a.top_k >= 1 &&
+         a.top_k <= kMoeMaxTopK;
 }
 
 cudaError_t launch_moe_down_wgmma(const MoeArgs& a, const float* u, float* y, cudaStream_t stream) {
   if (!moe_decode_wgmma_supported(a)) return cudaErrorInvalidValue;
   const int64_t H = a.experts.hidden, I = a.experts.intermediate, P = a.T * a.top_k;
-  const size_t smem = 16 * I + 4 * I + (I / kBlockCols) * sizeof(float);
+  const size_t smem = down_smem_bytes(I);
   cudaError_t e = allow_dynamic_smem(moe_down_wgmma_kernel<kDepth>, smem);
   if (e != cudaSuccess) return e;
   return launch_pdl(moe_down_wgmma_kernel<kDepth>, dim3(static_cast<unsigned>(P), static_cast<unsigned>(H / kTileRows)),
