@@ -1,7 +1,8 @@
 // The decode MoE's down pass on Hopper's tensor cores (wgmma, sm_90a):
 // y[p, n] = W2_e[n, :] · u[p, :] for each (token, expert) pair p of expert
 // e = ids[p], then out[t, n] = Σ_j w[t, j] y[t k + j, n]. Same accuracy as
-// the SIMT streaming kernel it replaces (moe_decode.cu), fewer instructions:
+// the SIMT streaming kernel of moe_decode.cu (the fallback elsewhere, and
+// with M2CPP_MOE_DECODE=stream), fewer instructions:
 // the e4m3 weights become f16 exactly (one cvt per 2 weights) and the
 // activations enter as f16 hi + lo in two B columns after a power-of-two
 // scaling of the row (gemv_mma.cuh's scheme: ~fp32 accuracy for any
