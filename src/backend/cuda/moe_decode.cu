@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, kUpBlocksPerSm)
   const XLayout lay = make_layout<WT>(H, kWarp);
   const int groups = static_cast<int>(ceil_div(lay.KI, kUpChunks)), stages = rows.count * groups;
   grid_dependency_wait();  // the expert ids are the router's (x was written before them)
-  allow_dependents();
+  allow_dependents();  // after the wait: the wgmma down kernel reads the routing before its own
   const int64_t e = a.expert_ids[s];
   const uint8_t* const w1 = a.experts.w1 + e * a.experts.stride13;
   const uint8_t* const w3 = a.experts.w3 + e * a.experts.stride13;
