@@ -270,13 +270,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   if (a.splits == 1) return;
 
   // The last block of this (sequence, kv head) merges every split.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(&a.counters[pair], 1u) == static_cast<unsigned>(a.splits) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_to_arrive(&a.counters[pair], static_cast<unsigned>(a.splits))) return;
   const float* recs = a.partials + pair * a.splits * kRecord;
   // Each split's weight per vector, e^{M_s - M} / L (0 for splits past the
   // context: their max is -FLT_MAX): warp v takes vector v, lane s split s

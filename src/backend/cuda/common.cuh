@@ -178,6 +178,21 @@ __device__ inline void block_sum2(double& a, double& b, double* scratch) {
   a = warp_sum(a), b = warp_sum(b);
 }
 
+// For blocks that each publish a part of a result and let the last one
+// finish it: every thread of the block calls this after writing its part;
+// true in every thread of the block that arrives `arrivals`-th at `counter`
+// (which the caller zeroes again when done). The fences make the other
+// blocks' parts visible to the last one (read them through L2: __ldcg).
+__device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned arrivals) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == arrivals - 1;
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Dynamic shared memory a kernel may ask for (Hopper allows 227 KiB a block).

@@ -62,6 +62,16 @@ __device__ inline int f16_split_exponent(float amax) {
   return amax > 0.0f && amax <= FLT_MAX ? min(max(14 - ilogbf(amax), -126), 126) : 0;
 }
 
+// hi + lo of the pair x (already scaled by 2^e): hi = f16(x), lo = f16(x - hi)
+// (x - hi is exact in fp32), each pair as f16x2 (x.x in the low half).
+__device__ inline void f16_split(float2 x, uint32_t& hi, uint32_t& lo) {
+  const __half2 h = __float22half2_rn(x);
+  const float2 f = __half22float2(h);
+  const __half2 l = __float22half2_rn(make_float2(x.x - f.x, x.y - f.y));
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+}
+
 // Stages T <= kMmaMaxTokens rows of K fp32 (row t at row(t), 16-byte
 // aligned, K % 16 == 0) as hi + lo (layout above) and descale[t] = 2^-e_t.
 // All threads of the block; ends with __syncthreads().
@@ -114,15 +124,12 @@ __device__ void stage_split_rows(uint4* xs, float* descale, int T, int64_t K, Ro
     for (int b = 0; b < kBatch; ++b) {
       const int64_t i = base + static_cast<int64_t>(b) * per_token * kWarp;
       if (i >= n4) break;
-      const float2 x01 = make_float2(v[b].x * up, v[b].y * up), x23 = make_float2(v[b].z * up, v[b].w * up);
-      const __half2 h01 = __float22half2_rn(x01), h23 = __float22half2_rn(x23);
-      const float2 f01 = __half22float2(h01), f23 = __half22float2(h23);
-      const __half2 l01 = __float22half2_rn(make_float2(x01.x - f01.x, x01.y - f01.y));
-      const __half2 l23 = __float22half2_rn(make_float2(x23.x - f23.x, x23.y - f23.y));
+      uint32_t h01, l01, h23, l23;
+      f16_split(make_float2(v[b].x * up, v[b].y * up), h01, l01);
+      f16_split(make_float2(v[b].z * up, v[b].w * up), h23, l23);
       uint32_t* c = dst + (i / 4) * 16 + 2 * (i % 4);
-      *reinterpret_cast<uint2*>(c) = make_uint2(*reinterpret_cast<const uint32_t*>(&h01), *reinterpret_cast<const uint32_t*>(&h23));
-      *reinterpret_cast<uint2*>(c + 8) =
-          make_uint2(*reinterpret_cast<const uint32_t*>(&l01), *reinterpret_cast<const uint32_t*>(&l23));
+      *reinterpret_cast<uint2*>(c) = make_uint2(h01, h23);
+      *reinterpret_cast<uint2*>(c + 8) = make_uint2(l01, l23);
     }
   }
   __syncthreads();

@@ -121,19 +121,12 @@ __device__ float stage_split_column(uint8_t* bs, float* raw, const float* u, int
   for (int w = 0; w < kThreads / kWarp; ++w) tm = fmaxf(tm, warp_max_of[w]);
   const int e = f16_split_exponent(tm);
   const float up = ldexpf(1.0f, e);
-  auto split = [](float a, float b, uint32_t& hi, uint32_t& lo) {
-    const __half2 h = __float22half2_rn(make_float2(a, b));
-    const float2 f = __half22float2(h);
-    const __half2 l = __float22half2_rn(make_float2(a - f.x, b - f.y));
-    hi = *reinterpret_cast<const uint32_t*>(&h);
-    lo = *reinterpret_cast<const uint32_t*>(&l);
-  };
   for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
     const float4 v = reinterpret_cast<const float4*>(raw)[i];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       uint32_t hi, lo;
-      split((half ? v.z : v.x) * up, (half ? v.w : v.y) * up, hi, lo);
+      f16_split(make_float2((half ? v.z : v.x) * up, (half ? v.w : v.y) * up), hi, lo);
       uint32_t* at = b_word(bs, 4 * i + 2 * half, 0);
       at[0] = hi;
       at[4] = lo;  // column 1: 16 bytes on
@@ -149,7 +142,6 @@ __device__ float stage_split_column(uint8_t* bs, float* raw, const float* u, int
 template <int D>
 __global__ void __launch_bounds__(kThreads) moe_down_wgmma_kernel(MoeArgs a, const float* u, float* y) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ bool last;
   const int64_t H = a.experts.hidden, I = a.experts.intermediate;
   const int KB = static_cast<int>(I / kBlockCols), p = blockIdx.x, tile = blockIdx.y, tiles = gridDim.y;
   uint8_t* const bs = smem;
@@ -194,13 +186,8 @@ __global__ void __launch_bounds__(kThreads) moe_down_wgmma_kernel(MoeArgs a, con
     y[p * H + n + 8] = acc[1] * descale;
   }
   // The last of the token's top_k blocks of this tile sums their rows.
-  __threadfence();
-  __syncthreads();
   unsigned* const counter = a.counters + t * tiles + tile;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == static_cast<unsigned>(a.top_k - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_to_arrive(counter, static_cast<unsigned>(a.top_k))) return;
   if (threadIdx.x < kTileRows) {
     const int64_t n = row0 + threadIdx.x;
     float s = 0.0f;

@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
       }
   }
 
-  // The last block of the group to finish selects the experts.
+  // The last block of the group to finish selects the experts. (Spelled out,
+  // not last_to_arrive of common.cuh: with it ptxas spilled registers here.)
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&a.counters[blockIdx.y], 1u) == gridDim.x - 1;
