@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
   bench_attention(b, 32768, 1, DType::kF8E4M3);
   bench_attention_prefill(b, 8192, DType::kBF16, c.bf16_flops);
   bench_attention_prefill(b, 8192, DType::kF8E4M3, c.bf16_flops);
-  bench_route(b, {1, 64});
+  bench_route(b, quick ? std::vector<int64_t>{1, 64, 256} : std::vector<int64_t>{1, 64, 256, 2048});
   bench_qk_norm_rope(b, {1, 64});
   if (!quick) {
     // FP8 tensor-core paths, one backend per M2CPP_FP8_GEMM mode (read when

@@ -364,6 +364,14 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
     return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
   };
   if (x.cols != gate.shape[1]) die(cudaErrorInvalidValue, "route", context(), __FILE__, __LINE__);
+  if (route_gemm_.applies(a.x, a.T, a.gate, a.logits)) {
+    const cudaError_t e = route_gemm_.logits(a.x, a.T, a.gate, a.logits, stream_);
+    if (e == cudaSuccess) {
+      check(launch_route_select(a, stream_), "route (selection)", context);
+      return;
+    }
+    if (e != cudaErrorNotSupported) die(e, "route (fp32 GEMM)", context(), __FILE__, __LINE__);
+  }
   check(launch_route(a, num_sms_, stream_), "route", context);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/bf16_matmul.h"
+#include "backend/cuda/route_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_caps.h"
@@ -172,6 +173,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer sample_results_;
   std::vector<SampleRowResult> sample_results_host_;
   Bf16Matmul bf16_matmul_{bf16_gemm_enabled_from_env()};  // BF16 weights x many tokens (bf16_matmul.h)
+  RouteGemm route_gemm_{route_gemm_enabled_from_env()};    // the router's logits for many tokens (route_gemm.h)
   std::vector<float> sample_logits_host_;  // sample_on_host
 };
 

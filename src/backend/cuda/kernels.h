@@ -150,6 +150,9 @@ struct RouteArgs {
   float* weights = nullptr;       // [T, top_k]
 };
 cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream);
+// The selection of launch_route alone, from a.logits [T, E] written before
+// (a GEMM: route_gemm.h); a.counters is not used.
+cudaError_t launch_route_select(const RouteArgs& a, cudaStream_t stream);
 // Elements of `counters` launch_route needs for T tokens.
 int64_t route_counter_count(int64_t T);
 

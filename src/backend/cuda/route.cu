@@ -1,7 +1,8 @@
 // The sigmoid router in one kernel: fp32 gate GEMV (logits = x · gateᵀ),
 // then, in the last block to finish each group of 4 tokens, sigmoid +
 // correction bias for selection + top-k + renormalisation of the unbiased
-// scores (spec §2.2h).
+// scores (spec §2.2h). Many tokens: the logits by a GEMM (route_gemm.h), then
+// the selection alone (launch_route_select).
 //
 // The gate [E, H] is read once per group of 4 tokens by many blocks (the
 // GEMV core, gemv.cuh); each block then bumps a per-group counter and the
@@ -157,6 +158,16 @@ __global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, boo
   if (threadIdx.x == 0) a.counters[blockIdx.y] = 0;  // ready for the next launch
 }
 
+// The selection alone, for logits a GEMM wrote before (route_gemm.h): block
+// x selects for tokens [4 x, 4 x + 4).
+__global__ void __launch_bounds__(kThreads) route_select_kernel(RouteArgs a) {
+  grid_dependency_wait();  // the logits are the kernel before's
+  allow_dependents();
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTokens;
+  const int T = a.T - t0 < kTokens ? static_cast<int>(a.T - t0) : kTokens;
+  select_experts(a.logits + t0 * a.gate.rows, a, a.gate.rows, t0, T);
+}
+
 template <DType WT>
 cudaError_t launch_typed(const RouteArgs& a, int num_sms, cudaStream_t stream) {
   const int64_t E = a.gate.rows;
@@ -173,6 +184,12 @@ cudaError_t launch_typed(const RouteArgs& a, int num_sms, cudaStream_t stream) {
 }  // namespace
 
 int64_t route_counter_count(int64_t T) { return ceil_div(T, kTokens); }
+
+cudaError_t launch_route_select(const RouteArgs& a, cudaStream_t stream) {
+  if (a.gate.rows > kMaxExperts || a.top_k > kMaxTopK || a.top_k > a.gate.rows || a.T <= 0 || !a.logits)
+    return cudaErrorInvalidValue;
+  return launch_pdl(route_select_kernel, static_cast<unsigned>(ceil_div(a.T, kTokens)), kThreads, 0, stream, a);
+}
 
 cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream) {
   if (a.gate.rows > kMaxExperts || a.top_k > kMaxTopK || a.top_k > a.gate.rows ||
