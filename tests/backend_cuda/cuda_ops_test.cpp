@@ -38,6 +38,7 @@ struct AttnCase {
 class Ops : public CudaTest {
  protected:
   void check_attention(const AttnCase& c, HostTensors& h);
+  void check_route_ties(int64_t T);
 };
 
 TEST_F(Ops, EmbedAndGatherAreExact) {
@@ -324,11 +325,16 @@ TEST_F(Ops, RouteBreaksTiesTowardLowerExpertId) {
 
 // Ties in many places and across the router's 32-expert slices (E = 100:
 // a short last slice), NaN biases (never selected), T = 5 (two token
-// groups): the selection is the sort by (biased score descending, id
-// ascending) of every expert, in that order, as on the CPU backend.
+// groups) and 40 (the logits by a GEMM, route_gemm.h): the selection is the
+// sort by (biased score descending, id ascending) of every expert, in that
+// order, as on the CPU backend.
 TEST_F(Ops, RouteSelectionIsTheFullSortOrderWithTies) {
+  for (const int64_t T : {5, 40}) check_route_ties(T);
+}
+
+void Ops::check_route_ties(int64_t T) {
   HostTensors h(12);
-  const int64_t E = 100, H = 64, T = 5;
+  const int64_t E = 100, H = 64;
   const int k = 8;
   ModelWeights w;
   w.layers.resize(1);
@@ -354,9 +360,9 @@ TEST_F(Ops, RouteSelectionIsTheFullSortOrderWithTies) {
   const auto got_w = to_host(wts, T * k);
   for (int64_t t = 0; t < T; ++t)
     for (int j = 0; j < k; ++j) {
-      EXPECT_EQ(got[t * k + j], order[j]) << "token " << t << " slot " << j;
-      EXPECT_EQ(got[t * k + j], cpu_ids[t * k + j]) << "token " << t << " slot " << j;
-      EXPECT_EQ(got_w[t * k + j], cpu_w[t * k + j]) << "token " << t << " slot " << j;
+      EXPECT_EQ(got[t * k + j], order[j]) << "T " << T << " token " << t << " slot " << j;
+      EXPECT_EQ(got[t * k + j], cpu_ids[t * k + j]) << "T " << T << " token " << t << " slot " << j;
+      EXPECT_EQ(got_w[t * k + j], cpu_w[t * k + j]) << "T " << T << " token " << t << " slot " << j;
     }
 }
 
