@@ -9,6 +9,8 @@
 #      shape with as many layers as fit (LAYERS, default 30; 8 if that fails);
 #      A/B reruns with an environment variable set: DECODE_VARIANTS (batch 1),
 #      BATCH_VARIANTS (batches and prefill), e.g. "M2CPP_MOE_CUTLASS=off".
+#   (TIMELINE=1: also where a batch-1 step's time goes, kernel by kernel with
+#    their real overlap: CUPTI records, tools/cuda_timeline; see 3d below)
 #   (CUTLASS_BENCH=1: also bench/cutlass_moe_bench.cu, CUTLASS's grouped FP8
 #    GEMM against our MoE kernel; --prepare then builds it too, which needs
 #    the nvidia-cutlass headers that scripts/setup.sh installs; they also put
@@ -33,6 +35,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
   [[ "${CUTLASS_BENCH:-}" == 1 ]] && TARGETS+=(cutlass_moe_bench)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM2CPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
     -DCMAKE_BUILD_RPATH='$ORIGIN/lib' -DM2CPP_CUTLASS_BENCH=$([[ "${CUTLASS_BENCH:-}" == 1 ]] && echo ON || echo OFF) > /dev/null
+  # The CUPTI timeline library (TIMELINE=1), where the toolkit has CUPTI.
+  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^m2cpp_timeline:'; then TARGETS+=(m2cpp_timeline); fi
   cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TARGETS[@]}"
   # Everything the binaries load that a CUDA image lacks: not glibc, not the
   # C++ runtime (the GPU machine's is as new; ours needs a newer glibc), not
@@ -40,6 +44,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
   rm -rf "$BUILD/lib"
   mkdir -p "$BUILD/lib"
   for bin in "${TARGETS[@]}"; do
+    [[ "$bin" == m2cpp_timeline ]] && bin=libm2cpp_timeline.so
     ldd "$BUILD/$bin" | awk '/=> \//{print $3}'
   done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcublas|libcudart' |
     while read -r lib; do cp -L "$lib" "$BUILD/lib/"; done
@@ -157,6 +162,32 @@ if [[ -n "${NCU:-}${NCU_DETAIL:-}" && -n "$NCU_BIN" ]]; then
       -c "${NCU_DETAIL_KERNELS:-8}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
       --num-layers 1 --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
       > "$OUT/ncu_detail.txt" 2>&1 || note "ncu details failed (rc $?)"
+  fi
+fi
+
+# 3d. Where a batch-1 decode step's wall time goes, with the kernels' real
+# overlap (TIMELINE=1): every kernel's GPU start and end from CUPTI
+# (tools/cuda_timeline, injected with CUDA_INJECTION64_PATH) over
+# TIMELINE_LAYERS (default 4) layers, then scripts/timeline_summary.py: per
+# kernel, its exposed microseconds per step. TIMELINE_VARIANTS="VAR=value ..."
+# repeats it with each variable set. (Timed under CUPTI's tracing.)
+if [[ -n "${TIMELINE:-}" ]]; then
+  if [[ -e "$BUILD/libm2cpp_timeline.so" ]]; then
+    : > "$OUT/timeline.txt"
+    for v in default ${TIMELINE_VARIANTS:-}; do
+      tag=${v//[^A-Za-z0-9_]/_}
+      (
+        [[ "$v" != default ]] && export "$v"
+        export CUDA_INJECTION64_PATH="$ROOT/$BUILD/libm2cpp_timeline.so" M2CPP_TIMELINE_OUT="$OUT/timeline_$tag.csv"
+        run 120 "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
+          --num-layers "${TIMELINE_LAYERS:-4}" --device cuda --kv-dtype bf16 --context 1024 --tokens 16
+      ) > "$OUT/timeline_$tag.log" 2>&1 || note "timeline $v failed (rc $?, timeline_$tag.log)"
+      { echo "== timeline ($v)"; python3 "$ROOT/scripts/timeline_summary.py" "$OUT/timeline_$tag.csv" --top 20; } \
+        >> "$OUT/timeline.txt" 2>&1
+    done
+    tee -a "$SUMMARY" < "$OUT/timeline.txt"
+  else
+    note "TIMELINE=1 but no $BUILD/libm2cpp_timeline.so (prepare where the toolkit has CUPTI)"
   fi
 fi
 
