@@ -67,6 +67,13 @@ def main():
     steps = list(steps_of(rows))[a.skip:-1]  # the last may be cut short
     if not steps:
         sys.exit(f"no decode steps (embed_kernel) after skipping {a.skip} in {a.csv}")
+    # A prefill also starts with the embedding: keep the steps of the common
+    # length only (within 1.5x the median span), the decode steps.
+    span_of = lambda step: max(r["end"] for r in step) - step[0]["start"]
+    typical = statistics.median(span_of(s) for s in steps)
+    dropped = len(steps)
+    steps = [s for s in steps if span_of(s) <= 1.5 * typical]
+    dropped -= len(steps)
     spans = []
     exposed = collections.defaultdict(float)
     durations = collections.defaultdict(list)
@@ -84,7 +91,7 @@ def main():
     n = len(steps)
     span = statistics.median(spans)
     print(f"{n} steps: median span {span:.1f} us (min {min(spans):.1f}, max {max(spans):.1f}); "
-          f"{len(steps[0])} kernels in the first")
+          f"{len(steps[0])} kernels in the first; {dropped} longer steps (prefill) left out")
     print(f"{'kernel':44} {'per step':>8} {'median us':>10} {'gap us':>8} {'exposed us/step':>16} {'share':>6}")
     for name, t in sorted(exposed.items(), key=lambda kv: -kv[1])[:a.top]:
         print(f"{name[:44]:44} {launches[name] / n:8.1f} {statistics.median(durations[name]):10.2f} "
