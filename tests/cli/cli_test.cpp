@@ -117,6 +117,7 @@ TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
   EXPECT_GT((*j1)["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT((*j1)["bytes_per_token"].get<double>(), 0.0);
   EXPECT_GT((*j1)["prefill_flops_per_s"].get<double>(), 0.0);
+  EXPECT_GT((*j1)["prefill_first_chunk_cold_s"].get<double>(), 0.0);  // the untimed first pass ran
   EXPECT_EQ((*j1)["fp8_peak_flops"].get<double>(), 0.0);  // measured on GPUs only
 
   const std::string many = ::testing::TempDir() + "m2cpp_decode3.json";
