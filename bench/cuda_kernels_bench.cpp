@@ -445,6 +445,7 @@ int main(int argc, char** argv) {
   }
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
+  bench_attention(b, 1024, 256);
   bench_attention(b, 32768, 1);
   bench_attention(b, 1024, 1, DType::kF8E4M3);
   bench_attention(b, 32768, 1, DType::kF8E4M3);

@@ -176,7 +176,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
     if (!s.ok()) return fail(s);
     cold_s = std::chrono::duration<double>(clock::now() - c0).count();
   }
-  const Result<double> prefill_time = prefill();
+  Result<double> prefill_time = prefill();
   if (!prefill_time.ok()) return fail(prefill_time.status());
   const double prefill_s = *prefill_time;
 
@@ -201,7 +201,7 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
   fmt::print("device           {} (cpu: {} kernels, {} threads)\n", mo.device, isa_name(active_isa()),
              ThreadPool::global().size());
   fmt::print("prefill          {} tokens in {:.3f} s ({:.1f} tokens/s; warm: the first chunk of {}, run once before, took {:.3f} s)\n",
-             a.context, prefill_s, a.context / std::max(prefill_s, 1e-9), std::min(a.prefill_chunk, a.context), cold_s);
+             a.context, prefill_s, a.context / std::max(prefill_s, 1e-9), std::min<int64_t>(a.prefill_chunk, a.context), cold_s);
   double peak = 0;  // FP8 dense GEMM peak of the GPU, measured now
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(mo.device); gpu >= 0 && a.prefill_chunk >= a.context && a.context > 0)

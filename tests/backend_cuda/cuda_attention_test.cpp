@@ -1,8 +1,10 @@
 // The CUDA attention paths against the CPU backend's attention (itself tested
 // against transformers): the tensor-core prefill kernel (sequences of >=
-// kPrefillMinRows rows over BF16/FP8 caches of head_dim 128), the general
-// SIMT kernel (decode rows, short chunks, F32 caches, other head dims) and
-// steps that mix both; and the FP8 KV store, byte for byte.
+// kPrefillMinRows rows over BF16/FP8 caches of head_dim 128), the decode
+// kernels (rows of one-row sequences: SIMT with key splits, or on tensor
+// cores for BF16 batches that need no split), the general SIMT kernel (short
+// chunks, F32 caches, other head dims) and steps that mix them; and the FP8
+// KV store, byte for byte.
 //
 // Caches are filled through kv_store on both backends from the same random
 // K/V, at the slots of shuffled (non-contiguous) block tables, and must agree
@@ -12,7 +14,7 @@
 // Bounds, as relative L2 error ‖got − want‖ / ‖want‖:
 //   - SIMT kernel: fp32 throughout, only the summation order differs from
 //     the CPU (~1e-6); 1e-4 per vector, 2e-5 over the whole output.
-//   - Tensor-core kernel: Q and P are rounded to bf16 (RNE, relative error
+//   - Tensor-core kernels (prefill, and decode batches): Q and P are rounded to bf16 (RNE, relative error
 //     uniform in ±2^-9, rms 2^-9/√3 ≈ 1.1e-3); K and V are exact (BF16
 //     caches; FP8 codes convert to bf16 exactly and their scales stay fp32).
 //     Q's rounding moves a logit by ~1.1e-3 · |q|·|k|·scale (~1 for
@@ -70,8 +72,9 @@ std::string locate(const KvCacheShape& s, size_t off) {
 
 class CudaAttention : public CudaTest {
  protected:
-  // Fills both caches, checks them equal, runs attention on both, compares.
-  void run(const AttnSpec& c, uint64_t seed);
+  // Fills both caches, checks them equal, runs attention on both, compares;
+  // returns the number of decode rows the tensor-core decode kernel ran.
+  int64_t run(const AttnSpec& c, uint64_t seed);
   // Expects the two backends' cache storage identical; names the first
   // differing bytes.
   void expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
@@ -95,7 +98,7 @@ void CudaAttention::expect_same_cache(const KvCacheShape& shape, const KvCache& 
   EXPECT_EQ(differing, 0u) << "bytes of the GPU cache that differ from the CPU's (" << what << ")";
 }
 
-void CudaAttention::run(const AttnSpec& c, uint64_t seed) {
+int64_t CudaAttention::run(const AttnSpec& c, uint64_t seed) {
   SCOPED_TRACE(describe(c));
   HostTensors h(seed);
   Backend& gpu = *gpu_;
@@ -118,12 +121,26 @@ void CudaAttention::run(const AttnSpec& c, uint64_t seed) {
   cpu.attention(host_act(q, rows), ccache, 0, slices, c.heads, scale, host_act(want, rows));
   const std::vector<float> got = to_host(out);
 
-  // Per sequence: which kernel ran it, and its bounds.
+  // Per sequence: which kernel ran it, and its bounds. One-row sequences go
+  // to the decode kernels, on tensor cores when they need no key split (the
+  // backend's rule, attention_splits, on this GPU's SMs).
+  const int G = c.heads / c.kv_heads;
+  int64_t decode_rows = 0, decode_keys = 0;
+  for (const SeqSpec& q : c.seqs)
+    if (q.rows == 1 && cuda::attention_decode_supports(c.dtype, c.hd, G))
+      ++decode_rows, decode_keys = std::max(decode_keys, q.context);
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const bool tc_decode =
+      decode_rows > 0 && cuda::attention_decode_mma_supports(c.dtype, c.hd, G) &&
+      cuda::attention_splits(decode_rows * c.kv_heads, decode_keys, sms, cuda::kDecodeTileKeys).splits == 1;
   const double tc_factor = std::max(1.0f, c.q_scale);
   double err2[2] = {0, 0}, ref2[2] = {0, 0};  // [0]: SIMT rows, [1]: tensor-core rows
   int reported = 0;
   for (size_t i = 0; i < c.seqs.size(); ++i) {
-    const bool tc = cuda::attention_prefill_supports(c.dtype, c.hd) && c.seqs[i].rows >= cuda::kPrefillMinRows;
+    const bool tc = (cuda::attention_prefill_supports(c.dtype, c.hd) && c.seqs[i].rows >= cuda::kPrefillMinRows) ||
+                    (tc_decode && c.seqs[i].rows == 1);
     const double bound = tc ? 12.0 / 512 * tc_factor : 1e-4;
     for (int64_t r = 0; r < c.seqs[i].rows; ++r) {
       for (int hh = 0; hh < c.heads; ++hh) {
@@ -153,6 +170,7 @@ void CudaAttention::run(const AttnSpec& c, uint64_t seed) {
   if (ref2[1] > 0) {
     EXPECT_LE(std::sqrt(err2[1] / ref2[1]), 4.0 / 512 * tc_factor) << "tensor-core rows overall";
   }
+  return tc_decode ? decode_rows : 0;
 }
 
 constexpr int kH = 48, kKv = 8, kHd = 128;  // MiniMax-M2
@@ -199,6 +217,22 @@ TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
     run({16, 2, 128, 16, dt, {{500, 1}, {64, 1}, {3, 1}}}, 452);
     run({24, 2, 128, 16, dt, {{500, 1}, {64, 1}}}, 453);
   }
+}
+
+// Decode batches that need no key split, on tensor cores: contexts around
+// the 16-key warp slices and 64-key tiles (one key: three warps see none),
+// long ones, GQA 6:1 and 8:1, blocks of 16 and of 12 (not a power of two),
+// and a sharper softmax. (SIMT decode of the same batches over FP8 caches.)
+TEST_F(CudaAttention, DecodeBatchOnTensorCoresMatchesCpu) {
+  std::vector<SeqSpec> seqs;
+  const int64_t edges[] = {1, 2, 15, 16, 17, 31, 32, 33, 48, 49, 63, 64, 65, 127, 128, 129, 191, 192, 193, 1000, 4097};
+  for (int i = 0; i < 64; ++i) seqs.push_back({i < 21 ? edges[i] : 1 + (i * 7919) % 3000, 1});
+  EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kBF16, seqs}, 460), 64);
+  EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kBF16, seqs, 4.0f}, 461), 64);
+  run({kH, kKv, kHd, 16, DType::kF8E4M3, seqs}, 462);
+  std::vector<SeqSpec> group8;
+  for (int i = 0; i < 200; ++i) group8.push_back({1 + (i * 4481) % 900, 1});
+  EXPECT_EQ(run({16, 2, 128, 12, DType::kBF16, group8}, 463), 200);
 }
 
 // Sharper softmax (logits of std 4): the online max and rescaling matter.

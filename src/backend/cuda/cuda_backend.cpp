@@ -327,11 +327,14 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
       d.counters = static_cast<unsigned*>(
           attn_counters_.reserve(sizeof(unsigned) * d.num_items * s.num_kv_heads, stream_, true));
     }
-    check(launch_attention_decode(d, stream_), "attention (decode)", [&] {
-      return fmt::format("decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
+    // Enough (sequence, kv head) blocks for no split: tensor cores (the SIMT
+    // kernel is shared-memory bound at large batches).
+    const bool mma = d.splits == 1 && tc_attention_ && attention_decode_mma_supports(s.dtype, s.head_dim, G);
+    check(mma ? launch_attention_decode_mma(d, stream_) : launch_attention_decode(d, stream_), "attention (decode)", [&] {
+      return fmt::format("{} decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
                          "splits of {} keys)",
-                         shape(q), dtype_name(s.dtype), layer, d.num_items, s.num_kv_heads, s.head_dim, G, d.splits,
-                         d.split_keys);
+                         mma ? "tensor-core" : "SIMT", shape(q), dtype_name(s.dtype), layer, d.num_items,
+                         s.num_kv_heads, s.head_dim, G, d.splits, d.split_keys);
     });
   }
   if (meta.num_items == 0) return;
@@ -415,15 +418,21 @@ Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
 }
 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
-  // Split the keys when items x kv heads would leave the GPU idle (decode at
-  // small batches): about two blocks per SM.
-  const int64_t blocks = items * a.kv_heads;
+  const AttentionSplits sp = attention_splits(items * a.kv_heads, max_keys, num_sms_, granule);
+  a.splits = sp.splits, a.split_keys = sp.split_keys;
+}
+
+AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule) {
+  // Split the keys when the blocks would leave the GPU idle (decode at small
+  // batches): about two blocks per SM.
   int64_t splits = 1;
-  if (blocks < 2 * num_sms_)
-    splits = std::clamp<int64_t>((2 * num_sms_ + blocks - 1) / blocks, 1, (max_keys + granule - 1) / granule);
+  if (blocks < 2 * num_sms)
+    splits = std::clamp<int64_t>((2 * num_sms + blocks - 1) / blocks, 1, (max_keys + granule - 1) / granule);
   const int64_t per = (max_keys + splits - 1) / splits;
-  a.split_keys = static_cast<int>(std::max<int64_t>(1, (per + granule - 1) / granule) * granule);
-  a.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + a.split_keys - 1) / a.split_keys));
+  AttentionSplits sp;
+  sp.split_keys = static_cast<int>(std::max<int64_t>(1, (per + granule - 1) / granule) * granule);
+  sp.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + sp.split_keys - 1) / sp.split_keys));
+  return sp;
 }
 
 CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,

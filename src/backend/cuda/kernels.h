@@ -266,6 +266,24 @@ constexpr int kDecodeTileKeys = 64;
 bool attention_decode_supports(DType dtype, int head_dim, int group);
 size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits);
 cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream);
+// The key split of attention work of `blocks` (item, kv head) blocks whose
+// longest sequence has max_keys keys on a GPU of num_sms SMs: splits when the
+// blocks would leave it idle (about two blocks per SM), each split a
+// multiple of `granule` keys. The backend's rule; the tests predict its
+// kernel choice by it.
+struct AttentionSplits {
+  int splits = 1;
+  int split_keys = 0;
+};
+AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule);
+
+// ---- attention_decode_mma.cu ----------------------------------------------------
+// Decode rows of a batch on tensor cores (bf16 Q and P, fp32 softmax and
+// sums): BF16 caches, head_dim 128, group <= 8, one split only (a.splits ==
+// 1: enough (sequence, kv head) blocks to fill the GPU). The backend takes it
+// for such steps unless M2CPP_CUDA_TC_ATTENTION=0.
+bool attention_decode_mma_supports(DType dtype, int head_dim, int group);
+cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream);
 
 // cudaSuccess if this build has kernels for the current device; *arch: the
 // architecture they were compiled for (__CUDA_ARCH__ / 10), below the

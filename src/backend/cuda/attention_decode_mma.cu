@@ -1,0 +1,237 @@
+// Decode attention on tensor cores, for batches: one query row per sequence,
+// GQA group <= 8, head_dim 128, BF16 cache, each (sequence, kv head) in one
+// block over all its keys (no split: the backend takes this kernel when the
+// step has enough (sequence, kv head) pairs to fill the GPU without one).
+//
+// Why: the SIMT decode kernel (attention_decode.cu) is built for batch 1's
+// latency: per key and query head it reads q from shared memory and sums in
+// shuffles, so at batch 256 x 1K context it is shared-memory bound (~600 µs
+// a layer on an H200 against ~250 µs to read the 1.07 GB of K and V). Here
+// the group's G query vectors are the rows of an m16n8k16 A operand (rows
+// G..15 zero), held in registers as bf16 for the whole block, and each warp
+// takes 16 keys of every 64-key tile:
+//   S [16 x 16] = Q Kᵀ   (8 ldmatrix.x4 of K rows, 16 mma),
+//   online softmax in base 2 per row (a quad of lanes holds a row),
+//   O [16 x 128] += P V  (P from the S accumulators as bf16 A fragments,
+//                         8 ldmatrix.x4.trans of V rows, 16 mma).
+// Tiles come through a 3-stage cp.async pipeline gathered via the block
+// table. The 4 warps' (max, sum, O) are merged in shared memory at the end.
+//
+// Rounding, as the prefill kernel's: Q and P to bf16 (relative 2^-9 each),
+// everything else fp32 (the test's tensor-core bound).
+#include <cmath>
+
+#include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/bf16_mma.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace m2::cuda {
+namespace {
+
+constexpr int kHd = kDecodeHeadDim;        // 128
+constexpr int kWarps = 4, kThreads = kWarps * kWarp;
+constexpr int kTile = kDecodeTileKeys;     // 64 keys per stage
+constexpr int kKeysPerWarp = kTile / kWarps;  // 16: one m16n8k16 k-step of P V
+constexpr int kStages = 3;
+constexpr int kRowB = kHd * 2 + 16;        // bytes of a K or V row in shared memory: 8 ldmatrix rows hit distinct banks
+constexpr int kTileB = kTile * kRowB;
+constexpr int kStageB = 2 * kTileB;        // K rows, then V rows
+constexpr int kChunks = kHd * 2 / 16;      // 16-byte chunks per cached row
+constexpr int kLoads = kTile * kChunks / kThreads;  // chunks of K (and of V) per thread per tile
+constexpr int kRec = kHd + 2;              // a warp's row in the merge: O, then max and sum
+constexpr size_t kSmemBytes = size_t{kStages} * kStageB;
+static_assert(kKeysPerWarp == 16, "a warp's keys are one k-step of P V");
+static_assert(kDecodeMaxGroup <= 8, "query rows are the g rows of the fragments (rows g + 8 are padding)");
+static_assert(kWarps * 8 * kRec * 4 <= kSmemBytes, "the merge reuses the stages");
+static_assert(kThreads == kHd, "the merge takes one thread per output dim");
+
+__global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(AttentionArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  // Launched early (launch_pdl), as the SIMT kernel: o_proj may start and
+  // pull its weights into L2 while this runs.
+  allow_dependents();
+  grid_dependency_wait();
+  const AttnSeq sq = a.seqs[blockIdx.x];
+  const int kvh = blockIdx.y, G = a.group;
+  const int n_keys = sq.context_len;  // the row at position context_len - 1 sees every key
+  const int n_tiles = (n_keys + kTile - 1) / kTile;
+  const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
+  const int64_t token_ld = static_cast<int64_t>(a.kv_heads) * kHd;  // elements per cache slot
+  const int32_t* table = a.block_tables + sq.table_offset;
+
+  // Q as bf16 A fragments, qf[c] for dims [16c, 16c + 16): row g is query
+  // vector g of the group (zero past G), row g + 8 zero.
+  const float* q_src = a.q + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd + g * kHd;
+  uint32_t qf[kHd / 16][4];
+#pragma unroll
+  for (int c = 0; c < kHd / 16; ++c) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 x = g < G ? *reinterpret_cast<const float2*>(q_src + 16 * c + 8 * h + 2 * t) : make_float2(0.f, 0.f);
+      qf[c][2 * h] = pack_bf16(x.x, x.y);
+      qf[c][2 * h + 1] = 0;
+    }
+  }
+
+  // Tile `tile` into stage tile % kStages: thread tid copies chunk tid % 16
+  // of keys tid / 16 + 8 i; the block-table reads first (an asm cp.async is
+  // a compiler barrier: a read between two would cost a round trip each).
+  // Keys past the context read as zeros (masked below).
+  const int bs = a.block_size;
+  const bool bs_pow2 = (bs & (bs - 1)) == 0;
+  const int bs_shift = __ffs(bs) - 1;
+  auto slot_of = [&](int key) -> int64_t {
+    if (key >= n_keys) return 0;
+    if (bs_pow2) return (static_cast<int64_t>(table[key >> bs_shift]) << bs_shift) | (key & (bs - 1));
+    return static_cast<int64_t>(table[key / bs]) * bs + key % bs;
+  };
+  auto load_tile = [&](int tile) {
+    uint8_t* st = smem + (tile % kStages) * kStageB;
+    const int k0 = tile * kTile, part = tid % kChunks;
+    int64_t off[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int64_t slot = slot_of(k0 + tid / kChunks + i * (kThreads / kChunks));
+      off[i] = (slot * token_ld + static_cast<int64_t>(kvh) * kHd) * 2 + part * 16;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int j = tid / kChunks + i * (kThreads / kChunks);
+      const bool ok = k0 + j < n_keys;
+      cp_async16(st + j * kRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off[i], ok);
+      cp_async16(st + kTileB + j * kRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off[i], ok);
+    }
+  };
+
+  float o[kHd / 8][4];  // O fragments: dims [8n, 8n + 8)
+#pragma unroll
+  for (int n = 0; n < kHd / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+  const float s_scale = a.scale * 1.4426950408889634f;       // base-2 softmax
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_tile(s);
+    cp_async_commit();
+  }
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile `tile` has landed for every thread; every warp is done with tile - 1's stage
+    if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1);
+    cp_async_commit();
+    const uint8_t* kt = smem + (tile % kStages) * kStageB + warp * kKeysPerWarp * kRowB;
+    const uint8_t* vt = kt + kTileB;
+    const int k0 = tile * kTile + warp * kKeysPerWarp;  // this warp's first key
+
+    // S = Q Kᵀ: s[n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
+    float s[2][4] = {};
+    const uint32_t kaddr = smem_addr(kt) + (lane % 8) * kRowB + (lane / 8) * 16;
+#pragma unroll
+    for (int d = 0; d < kHd / 32; ++d) {  // dims [32d, 32d + 32): two k-steps
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        uint32_t b[4];  // keys 8n..8n+7 at dims 32d + {0, 8, 16, 24}
+        ldmatrix_x4(b, kaddr + n * 8 * kRowB + d * 64);
+        mma_bf16(s[n], qf[2 * d], b[0], b[1]);
+        mma_bf16(s[n], qf[2 * d + 1], b[2], b[3]);
+      }
+    }
+    // Scale (base 2), mask the keys past the context, row max over the quad.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = k0 + 8 * n + 2 * t + (e & 1) < n_keys ? s[n][e] * s_scale : -INFINITY;
+        s[n][e] = x;
+        mx[e / 2] = fmaxf(mx[e / 2], x);
+      }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      base[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: p = 0
+      const float corr = exp2f(m[r] - base[r]);
+      m[r] = m_new;
+      l[r] *= corr;
+#pragma unroll
+      for (int n = 0; n < kHd / 8; ++n) o[n][2 * r] *= corr, o[n][2 * r + 1] *= corr;
+    }
+    // P: fp32 into l, bf16 into the A fragment (keys [0, 16) of the warp).
+    uint32_t pf[4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = exp2f(s[n][e] - base[e / 2]);
+        l[e / 2] += p[e];
+      }
+      pf[2 * n] = pack_bf16(p[0], p[1]);      // row g
+      pf[2 * n + 1] = pack_bf16(p[2], p[3]);  // row g + 8
+    }
+    // O += P V.
+    const uint32_t vaddr = smem_addr(vt) + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowB + (lane / 16) * 16;
+#pragma unroll
+    for (int d = 0; d < kHd / 16; ++d) {
+      uint32_t b[4];  // keys {0..7, 8..15} at dims 16d + {0..7}, then 16d + {8..15}
+      ldmatrix_x4_trans(b, vaddr + d * 32);
+      mma_bf16(o[2 * d], pf, b[0], b[1]);
+      mma_bf16(o[2 * d + 1], pf, b[2], b[3]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are free for the merge
+
+  // Merge the warps: warp w's row v (v < G) as [O (128), max, sum] (base 2).
+  float* rec = reinterpret_cast<float*>(smem);  // [kWarps][8][kRec]
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
+  if (g < G) {
+    float* mine = rec + (warp * 8 + g) * kRec;
+#pragma unroll
+    for (int n = 0; n < kHd / 8; ++n) *reinterpret_cast<float2*>(mine + 8 * n + 2 * t) = make_float2(o[n][0], o[n][1]);
+    if (t == 0) mine[kHd] = m[0], mine[kHd + 1] = l[0];
+  }
+  __syncthreads();
+  const int d = tid;  // this thread's output dim
+  float* out = a.out + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd + d;
+  for (int v = 0; v < G; ++v) {
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, rec[(w * 8 + v) * kRec + kHd]);
+    float Ls = 0.0f, A = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float* r = rec + (w * 8 + v) * kRec;
+      const float c = exp2f(r[kHd] - M);  // a warp that saw no key: max -inf, c = 0
+      Ls = fmaf(r[kHd + 1], c, Ls);
+      A = fmaf(r[d], c, A);
+    }
+    out[v * kHd] = A / Ls;
+  }
+}
+
+}  // namespace
+
+bool attention_decode_mma_supports(DType dtype, int head_dim, int group) {
+  return dtype == DType::kBF16 && head_dim == kHd && group >= 1 && group <= kDecodeMaxGroup;
+}
+
+cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream) {
+  if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits != 1 || a.block_size < 1 ||
+      a.kv_heads < 1)
+    return cudaErrorInvalidValue;
+  if (a.num_items == 0) return cudaSuccess;
+  cudaError_t e = allow_dynamic_smem(attention_decode_mma_kernel, kSmemBytes);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads));
+  return launch_pdl(attention_decode_mma_kernel, grid, kThreads, kSmemBytes, stream, a);
+}
+
+}  // namespace m2::cuda
