@@ -192,15 +192,18 @@ TEST_F(Ops, QkNormRopeMatchesCpu) {
       w.layers[0].k_norm = h.store(h.randn(c.kv_heads * c.hd, 0.2f), DType::kBF16, Shape{c.kv_heads * c.hd});
     }
     prepare(w);
-    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
-    const int64_t T = static_cast<int64_t>(pos.size());
-    auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * c.kv_heads * c.hd, 2.0f);
-    Act gq = to_gpu(q, T), gk = to_gpu(k, T);
-    const RopeParams rope{c.hd, c.rot, 5e6};
-    gpu_->qk_norm_rope(gq, gk, w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
-    cpu_->qk_norm_rope(host_act(q, T), host_act(k, T), w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
-    EXPECT_LE(rel_error(to_host(gq), q), 1e-6) << "q, head_dim " << c.hd << " norm " << c.norm;
-    EXPECT_LE(rel_error(to_host(gk), k), 1e-6) << "k, head_dim " << c.hd << " norm " << c.norm;
+    // 6 tokens (1024 threads a token), then 200 (the wide kernel, 256).
+    for (const int64_t T : {6, 200}) {
+      std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 200000};
+      for (int64_t i = 6; i < T; ++i) pos.push_back(static_cast<int32_t>(i * 7919 % 250000));
+      auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * c.kv_heads * c.hd, 2.0f);
+      Act gq = to_gpu(q, T), gk = to_gpu(k, T);
+      const RopeParams rope{c.hd, c.rot, 5e6};
+      gpu_->qk_norm_rope(gq, gk, w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
+      cpu_->qk_norm_rope(host_act(q, T), host_act(k, T), w.layers[0].q_norm, w.layers[0].k_norm, 1e-6f, pos, rope);
+      EXPECT_LE(rel_error(to_host(gq), q), 1e-6) << "q, head_dim " << c.hd << " norm " << c.norm << " T " << T;
+      EXPECT_LE(rel_error(to_host(gk), k), 1e-6) << "k, head_dim " << c.hd << " norm " << c.norm << " T " << T;
+    }
   }
 }
 

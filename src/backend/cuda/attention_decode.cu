@@ -97,11 +97,13 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   float* ps = reinterpret_cast<float*>(smem + L::kQB);          // [kWarps][kKeysPerWarp][kG]
   uint8_t* stages = smem + L::kQB + L::kPB;                     // 2 x kStageB
 
-  // Launched early (launch_pdl): nothing is read before the QK step is done.
-  // The next kernel (o_proj) may start at once and pull its weights into L2
-  // while this latency-bound kernel runs.
+  // Launched early (launch_pdl): the next kernel (o_proj) may start at once
+  // and pull its weights into L2 while this latency-bound kernel runs. Before
+  // the wait for the QK step, the first tile's keys that earlier steps wrote
+  // are requested (the sequence and its block table were uploaded before the
+  // step); after it, the query vectors and this step's key (position
+  // context_len - 1), which the QK step writes into the cache.
   allow_dependents();
-  grid_dependency_wait();
   const AttnSeq sq = a.seqs[blockIdx.x];
   const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
   const int n_keys = sq.context_len;  // one row at position context_len - 1 sees every key
@@ -112,19 +114,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   const int32_t* table = a.block_tables + sq.table_offset;
   const int64_t token_ld = static_cast<int64_t>(a.kv_heads) * kHd;  // elements per cache slot
 
-  // The G query vectors of this kv head are contiguous in q: G * 32 chunks
-  // (slots past G: zeros).
-  const float* q_src = a.q + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd;
-  for (int c = tid; c < kG * kHd / 4; c += kThreads)
-    cp_async16(qs + 4 * c, q_src + (c < G * kHd / 4 ? 4 * c : 0), c < G * kHd / 4);
-
-  // Issues tile t's K and V rows (and FP8 scales) into stage t % 2. The
-  // block-table reads all come first: an asm cp.async is a compiler barrier,
-  // so a read between two of them would cost a memory round trip each.
+  // Issues tile t's K and V rows (and FP8 scales) into stage t % 2, but for
+  // key `skip`. The block-table reads all come first: an asm cp.async is a
+  // compiler barrier, so a read between two of them would cost a memory
+  // round trip each.
   auto slot_of = [&](int key) {
     return key < k_end ? static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size : 0;
   };
-  auto load_tile = [&](int t) {
+  auto load_tile = [&](int t, int skip) {
     uint8_t* st = stages + (t % 2) * L::kStageB;
     const int k0 = k_begin + t * kTile;
     constexpr int kIters = kTile * L::kChunks / kThreads;  // chunk c = tid + i * kThreads is of key c / kChunks
@@ -135,20 +132,45 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int c = tid + i * kThreads, j = c / L::kChunks, part = c % L::kChunks;
+      if (k0 + j == skip) continue;
       const bool ok = k0 + j < k_end;
       const int64_t off = (slot[i] * token_ld + static_cast<int64_t>(kvh) * kHd) * L::kEs + part * 16;
       cp_async16(st + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, ok);
       cp_async16(st + L::kTileB + j * L::kRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, ok);
     }
     if constexpr (KT == DType::kF8E4M3) {  // thread i < kTile: K scale of key i; < 2 kTile: V scale of key i - kTile
-      if (tid < 2 * kTile) {
+      if (tid < 2 * kTile && k0 + tid % kTile != skip) {
         const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
         cp_async4(st + 2 * L::kTileB + tid * 4, src, k0 + tid % kTile < k_end);
       }
     }
   };
 
-  if (n_tiles > 0) load_tile(0);
+  const int new_key = n_keys - 1;
+  if (n_tiles > 0) load_tile(0, new_key);
+  grid_dependency_wait();
+  // The G query vectors of this kv head are contiguous in q: G * 32 chunks
+  // (slots past G: zeros).
+  const float* q_src = a.q + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd;
+  for (int c = tid; c < kG * kHd / 4; c += kThreads)
+    cp_async16(qs + 4 * c, q_src + (c < G * kHd / 4 ? 4 * c : 0), c < G * kHd / 4);
+  if (n_tiles > 0 && new_key >= k_begin && new_key < k_begin + kTile) {  // this step's key, in tile 0
+    const int j = new_key - k_begin;
+    const int64_t slot = slot_of(new_key);
+    const int64_t off = (slot * token_ld + static_cast<int64_t>(kvh) * kHd) * L::kEs;
+    if (tid < 2 * L::kChunks) {  // K chunks, then V chunks
+      const int part = tid % L::kChunks;
+      cp_async16(stages + (tid < L::kChunks ? 0 : L::kTileB) + j * L::kRowB + part * 16,
+                 static_cast<const uint8_t*>(tid < L::kChunks ? a.k_cache : a.v_cache) + off + part * 16, true);
+    }
+    if constexpr (KT == DType::kF8E4M3) {
+      if (tid == 2 * L::kChunks || tid == 2 * L::kChunks + 1) {
+        const bool is_v = tid == 2 * L::kChunks + 1;
+        cp_async4(stages + 2 * L::kTileB + ((is_v ? kTile : 0) + j) * 4,
+                  (is_v ? a.v_scales : a.k_scales) + slot * a.kv_heads + kvh, true);
+      }
+    }
+  }
   cp_async_commit();
 
   float m[KG], l[KG], acc[KG][kDims];
@@ -162,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   float* pw = ps + warp * kKeysPerWarp * kG;
 
   for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) load_tile(t + 1);
+    if (t + 1 < n_tiles) load_tile(t + 1, -1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
