@@ -16,7 +16,12 @@
 namespace m2::test {
 namespace {
 
-class Fused : public CudaTest {};
+struct QkInputs;
+
+class Fused : public CudaTest {
+ protected:
+  QkInputs qk_inputs(HostTensors& h, int heads, int kv_heads, int hd, int64_t T);
+};
 
 TEST_F(Fused, AddRmsNormMatchesAddThenRmsNorm) {
   HostTensors h(11);
@@ -112,19 +117,32 @@ std::vector<int64_t> qk_slots(int64_t T, int64_t slots_total) {
 }
 constexpr int64_t kQkTokenCounts[] = {6, 160};
 
+// The fused QK tests' inputs: one layer's q/k norm weights (prepared on the
+// GPU) and random q, k, v of T tokens at qk_positions(T).
+struct QkInputs {
+  ModelWeights w;
+  std::vector<int32_t> pos;
+  int64_t kv_dim;
+  std::vector<float> q, k, v;
+};
+
+QkInputs Fused::qk_inputs(HostTensors& h, int heads, int kv_heads, int hd, int64_t T) {
+  QkInputs in{qk_norm_weights(h, heads, kv_heads, hd), qk_positions(T), static_cast<int64_t>(kv_heads) * hd, {}, {}, {}};
+  prepare(in.w);
+  in.q = h.randn(T * heads * hd, 2.0f), in.k = h.randn(T * in.kv_dim, 2.0f), in.v = h.randn(T * in.kv_dim);
+  return in;
+}
+
 TEST_F(Fused, QkNormRopeStoreMatchesNormRopeThenStore) {
   HostTensors h(13);
   struct Case { int heads, kv_heads, hd, rot; DType cache; };
   for (const Case& c : {Case{48, 8, 128, 64, DType::kBF16}, Case{4, 2, 64, 32, DType::kF32},
                         Case{48, 8, 128, 64, DType::kF32}})
     for (const int64_t T : kQkTokenCounts) {
-      ModelWeights w = qk_norm_weights(h, c.heads, c.kv_heads, c.hd);
-      prepare(w);
-      const std::vector<int32_t> pos = qk_positions(T);
-      const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
-      auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);
+      auto [w, pos, kv_dim, q, k, v] = qk_inputs(h, c.heads, c.kv_heads, c.hd, T);
       KvCacheShape s;
-      s.num_layers = 1, s.num_kv_heads = c.kv_heads, s.head_dim = c.hd, s.block_size = 4, s.num_blocks = T == 6 ? 4 : T / 2, s.dtype = c.cache;
+      s.num_layers = 1, s.num_kv_heads = c.kv_heads, s.head_dim = c.hd, s.block_size = 4;
+      s.num_blocks = T == 6 ? 4 : T / 2, s.dtype = c.cache;
       KvCache gcache(s, gpu_->allocate(KvCache::storage_bytes(s)));
       std::vector<uint8_t> cpu_bytes(KvCache::storage_bytes(s));  // zeros, like the GPU cache's unwritten slots
       gpu_->copy_from_host(cpu_bytes.data(), gcache.k_base(0), cpu_bytes.size());
@@ -177,11 +195,7 @@ TEST_F(Fused, QkNormRopeStoreIntoFp8CacheIsBitIdenticalToCpu) {
   struct Case { int heads, kv_heads, hd, rot; };
   for (const Case& c : {Case{48, 8, 128, 64}, Case{4, 2, 64, 32}, Case{3, 1, 64, 32}, Case{6, 2, 96, 64}})
     for (const int64_t T : kQkTokenCounts) {
-      ModelWeights w = qk_norm_weights(h, c.heads, c.kv_heads, c.hd);
-      prepare(w);
-      const std::vector<int32_t> pos = qk_positions(T);
-      const int64_t kv_dim = static_cast<int64_t>(c.kv_heads) * c.hd;
-      auto q = h.randn(T * c.heads * c.hd, 2.0f), k = h.randn(T * kv_dim, 2.0f), v = h.randn(T * kv_dim);
+      auto [w, pos, kv_dim, q, k, v] = qk_inputs(h, c.heads, c.kv_heads, c.hd, T);
       std::fill(k.begin() + (T - 1) * kv_dim, k.begin() + (T - 1) * kv_dim + c.hd, 0.0f);
       const float ties[] = {1.0625f, 1.1875f, 0.0009765625f, 0.0029296875f, 0.0087890625f, -1.0625f, -0.0009765625f, 272.0f};
       for (int64_t t = 0; t < T; ++t) {
