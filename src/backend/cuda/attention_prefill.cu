@@ -5,12 +5,16 @@
 // Block = (work item, kv head): 128 (row, q head) vectors of one sequence that
 // share the kv head (v = row * group + head in group; 21.3 rows of M2's 6
 // heads), so one K/V tile in shared memory serves the whole GQA group. Each of
-// the 8 warps owns 16 vectors (the M of mma.m16n8k16). The block walks the
-// keys [0, position of its last row] in tiles of 64, double-buffered: the
-// tile after next is gathered through the block table with cp.async while
-// the warps compute on the current one. Per tile and warp:
-//   S = Q Kᵀ  (bf16 operands, fp32 accumulation; Q converted once into
-//              registers, K fragments by ldmatrix from [key][dim] rows),
+// the 4 warps owns 32 vectors, two row tiles of mma.m16n8k16, so that every K
+// and V fragment it reads from shared memory serves both (FlashAttention-2's
+// 4 x 32 split: 160 KB of ldmatrix reads per 64-key tile against 256 KB with
+// 8 warps of 16; 8K prefill 408-410 against 387-400 TFLOP/s on the H200, at
+// 255 registers and 2 blocks an SM). The block walks the keys [0, position of
+// its last row] in tiles of 64, double-buffered: the tile after next is
+// gathered through the block table with cp.async while the warps compute on
+// the current one. Per tile and warp:
+//   S = Q Kᵀ  (bf16 operands, fp32 accumulation; Q converted once to bf16 in
+//              shared memory, its fragments and K's by ldmatrix),
 //   S *= softmax scale · log2 e (· the key's K scale for FP8), causal mask,
 //   online softmax in base 2 in fp32 (row max over a quad of lanes),
 //   O += P V  (P from the S accumulators as bf16 A fragments, times the
@@ -28,8 +32,9 @@
 // group, held by the 4 lanes of a quad, so its amax is a quad reduction and
 // each lane codes the fp32 values it stores (fp8_quant.cuh's rule).
 //
-// Shared memory rows of bf16 K/V are 256 + 16 bytes: the 8 row addresses of
-// an ldmatrix (8 consecutive keys, same dims) then fall in distinct banks.
+// Shared memory rows of bf16 Q, K and V are 256 + 16 bytes: the 8 row
+// addresses of an ldmatrix (8 consecutive rows, same dims) then fall in
+// distinct banks.
 #include <cmath>
 
 #include "backend/cuda/attention_prefill.h"
@@ -42,14 +47,15 @@ namespace m2::cuda {
 namespace {
 
 constexpr int kHd = 128;  // head_dim
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
+constexpr int kMT = 2;  // m16 row tiles per warp: each K and V fragment serves 32 vectors
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kBM = kPrefillVectors;  // vectors per block
 constexpr int kBN = 64;               // keys per tile
 constexpr int kRowB = kHd * 2 + 16;   // bytes of a bf16 K or V row in shared memory
 constexpr int kTileB = kBN * kRowB;   // bytes of a bf16 K (or V) tile
 constexpr float kLog2e = 1.4426950408889634f;
-static_assert(kBM == kWarps * 16, "a warp owns 16 vectors");
+static_assert(kBM == kWarps * 16 * kMT, "a warp owns 32 vectors");
 
 // Shared memory of one block: raw[2 buffers][K, V] tiles as stored (cp.async
 // destinations), then for FP8 the bf16 K, V tiles the warps read and the
@@ -63,11 +69,12 @@ struct Smem {
   static constexpr int kRawTileB = kBN * kRawRowB;
   static constexpr int kBf16Off = 2 * 2 * kRawTileB;
   static constexpr int kScaleOff = kBf16Off + (kFp8 ? 2 * kTileB : 0);
-  static constexpr int kBytes = kScaleOff + (kFp8 ? 2 * 2 * kBN * 4 : 0);
+  static constexpr int kQOff = kScaleOff + (kFp8 ? 2 * 2 * kBN * 4 : 0);  // Q [kBM][kRowB] bf16
+  static constexpr int kBytes = kQOff + kBM * kRowB;
 };
 
 template <DType KT>
-__global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(AttentionArgs a) {
   using S = Smem<KT>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int kvh = static_cast<int>(blockIdx.x % a.kv_heads);
@@ -83,39 +90,51 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
   const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
   auto pos_of = [&](int vl) { return first_pos + (item.first_vector + min(vl, n_vec - 1)) / G; };
 
-  // This lane's rows of the warp's 16 vectors: r = 0 is vector warp*16 + g,
-  // r = 1 is 8 further. Padding vectors (past n_vec) act as the last valid
-  // one (finite, in range) and are not written.
-  bool valid[2];
-  int pos[2];
-  int64_t row[2];  // of the step
-  int head[2];     // q head
+  // This lane's rows of the warp's 32 vectors: of row tile mt, r = 0 is
+  // vector 32 warp + 16 mt + g, r = 1 is 8 further. Padding vectors (past
+  // n_vec) act as the last valid one (finite, in range) and are not written.
+  bool valid[kMT][2];
+  int pos[kMT][2];
+  int64_t row[kMT][2];  // of the step
+  int head[kMT][2];     // q head
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int vl = warp * 16 + g + 8 * r;
-    const int v = item.first_vector + min(vl, n_vec - 1);
-    valid[r] = vl < n_vec;
-    pos[r] = first_pos + v / G;
-    row[r] = sq.first_row + v / G;
-    head[r] = kvh * G + v % G;
-  }
-  auto off = [&](int r) { return row[r] * q_ld + static_cast<int64_t>(head[r]) * kHd; };  // of q (and out) rows
-  const int warp_min_pos = pos_of(warp * 16), warp_max_pos = pos_of(warp * 16 + 15);
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int vl = warp * 32 + 16 * mt + g + 8 * r;
+      const int v = item.first_vector + min(vl, n_vec - 1);
+      valid[mt][r] = vl < n_vec;
+      pos[mt][r] = first_pos + v / G;
+      row[mt][r] = sq.first_row + v / G;
+      head[mt][r] = kvh * G + v % G;
+    }
+  auto off = [&](int mt, int r) { return row[mt][r] * q_ld + static_cast<int64_t>(head[mt][r]) * kHd; };
+  const int warp_min_pos = pos_of(warp * 32), warp_max_pos = pos_of(warp * 32 + 31);
 
-  // Q as bf16 A fragments: qf[c] covers dims [16c, 16c + 16).
-  uint32_t qf[kHd / 16][4];
+  // Q of the block's vectors, bf16, to shared memory (rows of kRowB bytes:
+  // the 8 rows of an ldmatrix fall in distinct banks); padding vectors zero.
+  // Vector vl's row is written by the 4 lanes of its quad, 32 dims each.
+  uint8_t* qs = smem + S::kQOff;
 #pragma unroll
-  for (int c = 0; c < kHd / 16; ++c) {
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // dims 16c + 2t (h = 0) and 16c + 8 + 2t (h = 1)
+    for (int r = 0; r < 2; ++r) {
+      const int vl = warp * 32 + 16 * mt + g + 8 * r;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float2 x = valid[r] ? *reinterpret_cast<const float2*>(a.q + off(r) + 16 * c + 8 * h + 2 * t)
-                                  : make_float2(0.0f, 0.0f);
-        qf[c][2 * h + r] = pack_bf16(x.x, x.y);
+      for (int i = 0; i < kHd / 32; ++i) {  // 8 dims a step: 32 t + 8 i .. + 8
+        const int d0 = 32 * t + 8 * i;
+        float4 x0 = make_float4(0.f, 0.f, 0.f, 0.f), x1 = x0;
+        if (valid[mt][r]) {
+          x0 = *reinterpret_cast<const float4*>(a.q + off(mt, r) + d0);
+          x1 = *reinterpret_cast<const float4*>(a.q + off(mt, r) + d0 + 4);
+        }
+        *reinterpret_cast<uint4*>(qs + vl * kRowB + d0 * 2) =
+            make_uint4(pack_bf16(x0.x, x0.y), pack_bf16(x0.z, x0.w), pack_bf16(x1.x, x1.y), pack_bf16(x1.z, x1.w));
       }
     }
-  }
+  // ldmatrix address of this lane for the A fragment of row tile mt at dims
+  // [16c, 16c + 16): lane l gives row (l % 8) + 8 ((l / 8) % 2), dims + 8 (l / 16).
+  const uint32_t qaddr = smem_addr(qs) + (warp * 32 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowB + (lane / 16) * 16;
 
   // Gathers key tile `tile` into raw buffer `buf` (cp.async; keys past
   // n_keys read as zeros with scale 0, finite for the masked P V).
@@ -155,10 +174,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
     }
   };
 
-  float o[kHd / 8][4];  // O fragments: dims [8n, 8n + 8)
+  float o[kMT][kHd / 8][4];  // O fragments: dims [8n, 8n + 8)
 #pragma unroll
-  for (int n = 0; n < kHd / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int n = 0; n < kHd / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  float m[kMT][2], l[kMT][2];  // l: this lane's columns only
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
   const float s_scale = a.scale * kLog2e;
 
   load_tile(0, 0);
@@ -197,61 +220,75 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
     }
     const int k0 = tile * kBN;
     if (k0 <= warp_max_pos) {  // warp-uniform: some key of the tile is visible to one of its rows
-      // S = Q Kᵀ: s[n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
-      float s[kBN / 8][4];
+      // S = Q Kᵀ: s[mt][n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3) of row tile mt.
+      float s[kMT][kBN / 8][4];
 #pragma unroll
-      for (int n = 0; n < kBN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
       const uint32_t kaddr = smem_addr(kt) + (lane % 8) * kRowB + (lane / 8) * 16;
 #pragma unroll
       for (int d = 0; d < kHd / 32; ++d) {  // dims [32d, 32d + 32): two k-steps
+        uint32_t qa[kMT][2][4];  // Q fragments of the two k-steps
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ldmatrix_x4(qa[mt][h], qaddr + mt * 16 * kRowB + (2 * d + h) * 32);
 #pragma unroll
         for (int n = 0; n < kBN / 8; ++n) {
           uint32_t b[4];  // keys 8n..8n+7 at dims 32d + {0, 8, 16, 24}
           ldmatrix_x4(b, kaddr + n * 8 * kRowB + d * 64);
-          mma_bf16(s[n], qf[2 * d], b[0], b[1]);
-          mma_bf16(s[n], qf[2 * d + 1], b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_bf16(s[mt][n], qa[mt][0], b[0], b[1]);
+            mma_bf16(s[mt][n], qa[mt][1], b[2], b[3]);
+          }
         }
       }
       // Scale (base 2), mask, row max over the quad that shares the rows.
       const bool masked = k0 + kBN - 1 > warp_min_pos;
-      float mx[2] = {-INFINITY, -INFINITY};
+      uint32_t pf[kMT][kBN / 16][4];  // P as bf16 A fragments, keys [16c, 16c + 16)
 #pragma unroll
-      for (int n = 0; n < kBN / 8; ++n) {
+      for (int mt = 0; mt < kMT; ++mt) {
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = 8 * n + 2 * t + (e & 1);  // key k0 + j
-          float x = s[n][e] * (S::kFp8 ? s_scale * ksc[j] : s_scale);
-          if (masked && k0 + j > pos[e / 2]) x = -INFINITY;
-          s[n][e] = x;
-          mx[e / 2] = fmaxf(mx[e / 2], x);
+        for (int n = 0; n < kBN / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = 8 * n + 2 * t + (e & 1);  // key k0 + j
+            float x = s[mt][n][e] * (S::kFp8 ? s_scale * ksc[j] : s_scale);
+            if (masked && k0 + j > pos[mt][e / 2]) x = -INFINITY;
+            s[mt][n][e] = x;
+            mx[e / 2] = fmaxf(mx[e / 2], x);
+          }
         }
-      }
-      float corr[2], base[2];
+        float corr[2], base[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m[r], mx[r]);
-        base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0
-        corr[r] = exp2f(m[r] - base[r]);
-        m[r] = m_new;
-        l[r] *= corr[r];
-      }
-#pragma unroll
-      for (int n = 0; n < kHd / 8; ++n) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
-      // P (fp32 sum into l; bf16, times the V scale, into the A fragments).
-      uint32_t pf[kBN / 16][4];  // keys [16c, 16c + 16)
-#pragma unroll
-      for (int n = 0; n < kBN / 8; ++n) {
-        float p[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          p[e] = exp2f(s[n][e] - base[e / 2]);
-          l[e / 2] += p[e];
-          if constexpr (S::kFp8) p[e] *= vsc[8 * n + 2 * t + (e & 1)];
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float m_new = fmaxf(m[mt][r], mx[r]);
+          base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0
+          corr[r] = exp2f(m[mt][r] - base[r]);
+          m[mt][r] = m_new;
+          l[mt][r] *= corr[r];
         }
-        pf[n / 2][2 * (n % 2)] = pack_bf16(p[0], p[1]);      // row g
-        pf[n / 2][2 * (n % 2) + 1] = pack_bf16(p[2], p[3]);  // row g + 8
+#pragma unroll
+        for (int n = 0; n < kHd / 8; ++n)
+          o[mt][n][0] *= corr[0], o[mt][n][1] *= corr[0], o[mt][n][2] *= corr[1], o[mt][n][3] *= corr[1];
+        // P (fp32 sum into l; bf16, times the V scale, into the A fragments).
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) {
+          float p[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            p[e] = exp2f(s[mt][n][e] - base[e / 2]);
+            l[mt][e / 2] += p[e];
+            if constexpr (S::kFp8) p[e] *= vsc[8 * n + 2 * t + (e & 1)];
+          }
+          pf[mt][n / 2][2 * (n % 2)] = pack_bf16(p[0], p[1]);      // row g
+          pf[mt][n / 2][2 * (n % 2) + 1] = pack_bf16(p[2], p[3]);  // row g + 8
+        }
       }
       // O += P V.
       const uint32_t vaddr = smem_addr(vt) + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowB + (lane / 16) * 16;
@@ -261,8 +298,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
         for (int d = 0; d < kHd / 16; ++d) {
           uint32_t b[4];  // keys 16c + {0..7, 8..15} at dims 16d + {0..7}, then 16d + {8..15}
           ldmatrix_x4_trans(b, vaddr + c * 16 * kRowB + d * 32);
-          mma_bf16(o[2 * d], pf[c], b[0], b[1]);
-          mma_bf16(o[2 * d + 1], pf[c], b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_bf16(o[mt][2 * d], pf[mt][c], b[0], b[1]);
+            mma_bf16(o[mt][2 * d + 1], pf[mt][c], b[2], b[3]);
+          }
         }
       }
     }
@@ -271,33 +311,35 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_kernel(Attentio
 
   const bool fp8_out = a.out8.q != nullptr;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const float inv = 1.0f / l[r];  // padding vectors too (finite): every lane takes part in the shuffles
-    float amax = 0.0f;
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int n = 0; n < kHd / 8; ++n) {
-      o[n][2 * r] *= inv, o[n][2 * r + 1] *= inv;
-      amax = fmaxf(amax, fmaxf(fabsf(o[n][2 * r]), fabsf(o[n][2 * r + 1])));
+    for (int r = 0; r < 2; ++r) {
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+      const float inv = 1.0f / l[mt][r];  // padding vectors too (finite): every lane takes part in the shuffles
+      float amax = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kHd / 8; ++n) {
+        o[mt][n][2 * r] *= inv, o[mt][n][2 * r + 1] *= inv;
+        amax = fmaxf(amax, fmaxf(fabsf(o[mt][n][2 * r]), fabsf(o[mt][n][2 * r + 1])));
+      }
+      if (fp8_out) {  // the head's amax over the quad (fmaxf: exact in any order)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      }
+      if (!valid[mt][r]) continue;
+      const int64_t at = off(mt, r) + 2 * t;
+#pragma unroll
+      for (int n = 0; n < kHd / 8; ++n)
+        *reinterpret_cast<float2*>(a.out + at + 8 * n) = make_float2(o[mt][n][2 * r], o[mt][n][2 * r + 1]);
+      if (!fp8_out) continue;
+      const float scale = fp8_group_scale(amax);
+#pragma unroll
+      for (int n = 0; n < kHd / 8; ++n)
+        *reinterpret_cast<uint16_t*>(a.out8.q + at + 8 * n) =
+            static_cast<uint16_t>(fp8_code(o[mt][n][2 * r], scale) | fp8_code(o[mt][n][2 * r + 1], scale) << 8);
+      if (t == 0) a.out8.s[head[mt][r] * a.T + row[mt][r]] = scale;
     }
-    if (fp8_out) {  // the head's amax over the quad (fmaxf: exact in any order)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    }
-    if (!valid[r]) continue;
-    const int64_t at = off(r) + 2 * t;
-#pragma unroll
-    for (int n = 0; n < kHd / 8; ++n)
-      *reinterpret_cast<float2*>(a.out + at + 8 * n) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
-    if (!fp8_out) continue;
-    const float scale = fp8_group_scale(amax);
-#pragma unroll
-    for (int n = 0; n < kHd / 8; ++n)
-      *reinterpret_cast<uint16_t*>(a.out8.q + at + 8 * n) =
-          static_cast<uint16_t>(fp8_code(o[n][2 * r], scale) | fp8_code(o[n][2 * r + 1], scale) << 8);
-    if (t == 0) a.out8.s[head[r] * a.T + row[r]] = scale;
-  }
 }
 
 template <DType KT>
