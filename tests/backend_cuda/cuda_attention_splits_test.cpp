@@ -1,0 +1,50 @@
+// The CUDA backend's key split of attention work (attention_splits,
+// kernels.h): a pure host rule, so this runs without a GPU. It decides
+// between the split SIMT decode kernel and the tensor-core one (no split),
+// and the attention tests predict the kernel by it.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace m2::test {
+namespace {
+
+constexpr int kSms = 132;  // an H200
+constexpr int kTile = cuda::kDecodeTileKeys;
+
+// Every key in some split, each split a whole number of tiles, none empty.
+void expect_covers(const cuda::AttentionSplits& sp, int64_t max_keys, int granule) {
+  EXPECT_EQ(sp.split_keys % granule, 0) << "split_keys " << sp.split_keys;
+  EXPECT_GE(static_cast<int64_t>(sp.splits) * sp.split_keys, max_keys);
+  EXPECT_LT(static_cast<int64_t>(sp.splits - 1) * sp.split_keys, max_keys) << "an empty last split";
+}
+
+TEST(AttentionSplits, EnoughBlocksNeedNoSplit) {
+  // 33 sequences x 8 kv heads = 264 = 2 blocks an SM: the tensor-core decode batch.
+  for (int64_t keys : {1, 64, 1025, 32768}) {
+    const cuda::AttentionSplits sp = cuda::attention_splits(33 * 8, keys, kSms, kTile);
+    EXPECT_EQ(sp.splits, 1) << keys << " keys";
+    expect_covers(sp, keys, kTile);
+  }
+}
+
+TEST(AttentionSplits, FewBlocksSplitLongContexts) {
+  // Batch 1 x 8 kv heads at 1K keys: 33 splits wanted, 17 tiles of keys.
+  cuda::AttentionSplits sp = cuda::attention_splits(8, 1057, kSms, kTile);
+  EXPECT_EQ(sp.splits, 17);
+  EXPECT_EQ(sp.split_keys, 64);
+  expect_covers(sp, 1057, kTile);
+  // At 32K keys: 33 splits wanted, made whole tiles: 32 of 1,024 keys.
+  sp = cuda::attention_splits(8, 32768, kSms, kTile);
+  EXPECT_EQ(sp.splits, 32);
+  EXPECT_EQ(sp.split_keys, 1024);
+  expect_covers(sp, 32768, kTile);
+  // A context of one tile is never split, however few the blocks.
+  sp = cuda::attention_splits(8, 64, kSms, kTile);
+  EXPECT_EQ(sp.splits, 1);
+  for (int64_t blocks : {1, 7, 100, 263})
+    for (int64_t keys : {1, 63, 65, 700, 4097}) expect_covers(cuda::attention_splits(blocks, keys, kSms, 128), keys, 128);
+}
+
+}  // namespace
+}  // namespace m2::test
