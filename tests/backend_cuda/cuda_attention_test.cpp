@@ -129,12 +129,9 @@ int64_t CudaAttention::run(const AttnSpec& c, uint64_t seed) {
   for (const SeqSpec& q : c.seqs)
     if (q.rows == 1 && cuda::attention_decode_supports(c.dtype, c.hd, G))
       ++decode_rows, decode_keys = std::max(decode_keys, q.context);
-  int dev = 0, sms = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const bool tc_decode =
       decode_rows > 0 && cuda::attention_decode_mma_supports(c.dtype, c.hd, G) &&
-      cuda::attention_splits(decode_rows * c.kv_heads, decode_keys, sms, cuda::kDecodeTileKeys).splits == 1;
+      cuda::attention_splits(decode_rows * c.kv_heads, decode_keys, num_sms(), cuda::kDecodeTileKeys).splits == 1;
   const double tc_factor = std::max(1.0f, c.q_scale);
   double err2[2] = {0, 0}, ref2[2] = {0, 0};  // [0]: SIMT rows, [1]: tensor-core rows
   int reported = 0;

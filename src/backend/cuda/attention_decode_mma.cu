@@ -60,7 +60,6 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   const int g = lane / 4, t = lane % 4;
   const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
   const int64_t token_ld = static_cast<int64_t>(a.kv_heads) * kHd;  // elements per cache slot
-  const int32_t* table = a.block_tables + sq.table_offset;
 
   // Q as bf16 A fragments, qf[c] for dims [16c, 16c + 16): row g is query
   // vector g of the group (zero past G), row g + 8 zero.
@@ -80,14 +79,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   // of keys tid / 16 + 8 i; the block-table reads first (an asm cp.async is
   // a compiler barrier: a read between two would cost a round trip each).
   // Keys past the context read as zeros (masked below).
-  const int bs = a.block_size;
-  const bool bs_pow2 = (bs & (bs - 1)) == 0;
-  const int bs_shift = __ffs(bs) - 1;
-  auto slot_of = [&](int key) -> int64_t {
-    if (key >= n_keys) return 0;
-    if (bs_pow2) return (static_cast<int64_t>(table[key >> bs_shift]) << bs_shift) | (key & (bs - 1));
-    return static_cast<int64_t>(table[key / bs]) * bs + key % bs;
-  };
+  const PagedSlots slot(a.block_tables + sq.table_offset, a.block_size);
+  auto slot_of = [&](int key) -> int64_t { return key < n_keys ? slot(key) : 0; };
   auto load_tile = [&](int tile) {
     uint8_t* st = smem + (tile % kStages) * kStageB;
     const int k0 = tile * kTile, part = tid % kChunks;

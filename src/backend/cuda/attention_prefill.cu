@@ -138,14 +138,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(Attentio
 
   // Gathers key tile `tile` into raw buffer `buf` (cp.async; keys past
   // n_keys read as zeros with scale 0, finite for the masked P V).
-  const int32_t* table = a.block_tables + sq.table_offset;
-  const int bs = a.block_size;
-  const bool bs_pow2 = (bs & (bs - 1)) == 0;
-  const int bs_shift = __ffs(bs) - 1;
-  auto slot_of = [&](int key) -> int64_t {
-    if (bs_pow2) return (static_cast<int64_t>(table[key >> bs_shift]) << bs_shift) | (key & (bs - 1));
-    return static_cast<int64_t>(table[key / bs]) * bs + key % bs;
-  };
+  const PagedSlots slot_of(a.block_tables + sq.table_offset, a.block_size);
   const uint8_t* kc = static_cast<const uint8_t*>(a.k_cache);
   const uint8_t* vc = static_cast<const uint8_t*>(a.v_cache);
   float* scales = reinterpret_cast<float*>(smem + S::kScaleOff);

@@ -195,6 +195,22 @@ __device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned arriv
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The paged KV cache slot of a sequence's key through its block table; a
+// shift and a mask when the block size is a power of two (the tensor-core
+// attention kernels' tile gathers issue many per thread).
+struct PagedSlots {
+  const int32_t* table;
+  int bs, shift;
+  bool pow2;
+  __device__ PagedSlots(const int32_t* block_table, int block_size) {
+    table = block_table, bs = block_size, shift = __ffs(block_size) - 1, pow2 = (block_size & (block_size - 1)) == 0;
+  }
+  __device__ int64_t operator()(int key) const {
+    if (pow2) return (static_cast<int64_t>(table[key >> shift]) << shift) | (key & (bs - 1));
+    return static_cast<int64_t>(table[key / bs]) * bs + key % bs;
+  }
+};
+
 // Dynamic shared memory a kernel may ask for (Hopper allows 227 KiB a block).
 constexpr size_t kMaxDynamicSmem = 200 * 1024;
 

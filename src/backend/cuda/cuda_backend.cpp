@@ -361,7 +361,6 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
   a.bias = device_view(bias, "route"), a.bias_dtype = bias.dtype;
   a.top_k = top_k, a.scaling = scaling;
   a.logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * gate.shape[0], stream_));
-  a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
   a.expert_ids = out.expert_ids, a.weights = out.weights;
   auto context = [&] {
     return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
@@ -375,6 +374,8 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
     }
     if (e != cudaErrorNotSupported) die(e, "route (fp32 GEMM)", context(), __FILE__, __LINE__);
   }
+  // The one-kernel router's per-group counters (the selection alone needs none).
+  a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
   check(launch_route(a, num_sms_, stream_), "route", context);
 }
 

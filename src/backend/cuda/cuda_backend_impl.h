@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "backend/cuda/bf16_matmul.h"
-#include "backend/cuda/route_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_caps.h"
@@ -19,6 +18,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/route_gemm.h"
 #include "backend/cuda/sampling.h"
 #include "model/backend.h"
 #include "model/weight_stream.h"
@@ -155,7 +155,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
   std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
   bool graphs_enabled_ = true;
-  bool tc_attention_ = true;  // prefill attention on tensor cores
+  bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
   // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
   bool moe_cutlass_ = false;
   // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).

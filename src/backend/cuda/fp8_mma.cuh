@@ -33,6 +33,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/bf16_mma.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/fp8_quant.cuh"
 
@@ -40,13 +41,7 @@ namespace m2::cuda {
 
 constexpr int kKBlock = 128;  // k per stage = FP8 scale block = bytes per smem row
 
-// ---- PTX wrappers (cp.async: async_copy.cuh) ------------------------------------
-
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
-}
+// ---- PTX wrappers (cp.async: async_copy.cuh; ldmatrix: bf16_mma.cuh) -------------
 
 // d += A (16 x 32 e4m3) · B (32 x 8 e4m3), fp32. FP8 mma.sync exists from
 // sm_89: code built for older GPUs traps instead, and the backend never
@@ -171,14 +166,14 @@ __device__ void fp8_tile_loop(uint8_t* smem, int num_kb, const uint8_t* const (&
 #pragma unroll
       for (int i = 0; i < Cfg::MT; ++i) {
         const int r = wm * Cfg::WM + i * 16 + (q & 1) * 8 + lr;
-        ldmatrix_x4(a[i], st + swizzled(r, ks * 2 + (q >> 1)));
+        ldmatrix_x4(a[i], smem_addr(st + swizzled(r, ks * 2 + (q >> 1))));
       }
       uint32_t b[Cfg::NT][2];
 #pragma unroll
       for (int j = 0; j < Cfg::NT; j += 2) {
         const int r = Cfg::BM + (j / Cfg::NTG) * 128 + wn * Cfg::kColsPerWarp + (j % Cfg::NTG) * 8 + (q >> 1) * 8 + lr;
         uint32_t v[4];
-        ldmatrix_x4(v, st + swizzled(r, ks * 2 + (q & 1)));
+        ldmatrix_x4(v, smem_addr(st + swizzled(r, ks * 2 + (q & 1))));
         b[j][0] = v[0], b[j][1] = v[1], b[j + 1][0] = v[2], b[j + 1][1] = v[3];
       }
 #pragma unroll

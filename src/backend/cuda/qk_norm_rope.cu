@@ -30,8 +30,8 @@ namespace {
 // Threads per token: 1024 (4 float4 of q | k each, q_dim + kv_dim <= 16384)
 // for a few tokens, where the chain of one block is the time; 256 (8 float4
 // each, <= 8192) from kQkWideTokens on, where blocks queue behind each other
-// and four times as many fit on an SM at once (1024-thread blocks: 2 per SM,
-// 0.43 ms per layer for an 8K prefill on an H200).
+// and four times as many fit on an SM at once (a 1024-thread block at 64
+// registers fills an SM: 0.43 ms per layer for an 8K prefill on an H200).
 constexpr int kQkWideTokens = 128;
 template <int kThreads>
 constexpr int kLoadsOf = kThreads == 1024 ? 4 : 8;
@@ -65,8 +65,8 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
     v[i] = c < n4 ? *src(c) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   // Everything else the token needs is requested now too, so that it arrives
-  // while the sums are reduced: the norm weights, v (for the cache), and
-  // the rotary angles θ_i = pos · inv_freq_i.
+  // while the sums are reduced: the norm weights (few-token kernel), v (for
+  // the cache), and the rotary angles θ_i = pos · inv_freq_i.
   auto norm_weights = [&](int c) {
     const bool is_q = c < nq4;
     const void* norm = is_q ? a.q_norm : a.k_norm;
@@ -111,7 +111,9 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
     const bool is_q = c < nq4;
     if (is_q ? a.q_norm : a.k_norm) {
       const float inv = is_q ? inv_q : inv_k;
-      const float4 w = kEarlyWeights ? nw[kEarlyWeights ? i : 0] : norm_weights(c);
+      float4 w;
+      if constexpr (kEarlyWeights) w = nw[i];
+      else w = norm_weights(c);
       v[i] = make_float4(__fmul_rn(__fmul_rn(v[i].x, inv), w.x), __fmul_rn(__fmul_rn(v[i].y, inv), w.y),
                          __fmul_rn(__fmul_rn(v[i].z, inv), w.z), __fmul_rn(__fmul_rn(v[i].w, inv), w.w));
     }
