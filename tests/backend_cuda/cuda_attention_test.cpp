@@ -219,17 +219,19 @@ TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
 // Decode batches that need no key split, on tensor cores: contexts around
 // the 16-key warp slices and 64-key tiles (one key: three warps see none),
 // long ones, GQA 6:1 and 8:1, blocks of 16 and of 12 (not a power of two),
-// and a sharper softmax. (SIMT decode of the same batches over FP8 caches.)
+// a sharper softmax, BF16 and FP8 caches.
 TEST_F(CudaAttention, DecodeBatchOnTensorCoresMatchesCpu) {
   std::vector<SeqSpec> seqs;
   const int64_t edges[] = {1, 2, 15, 16, 17, 31, 32, 33, 48, 49, 63, 64, 65, 127, 128, 129, 191, 192, 193, 1000, 4097};
   for (int i = 0; i < 64; ++i) seqs.push_back({i < 21 ? edges[i] : 1 + (i * 7919) % 3000, 1});
   EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kBF16, seqs}, 460), 64);
   EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kBF16, seqs, 4.0f}, 461), 64);
-  run({kH, kKv, kHd, 16, DType::kF8E4M3, seqs}, 462);
+  EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kF8E4M3, seqs}, 462), 64);
+  EXPECT_EQ(run({kH, kKv, kHd, 16, DType::kF8E4M3, seqs, 4.0f}, 464), 64);
   std::vector<SeqSpec> group8;
   for (int i = 0; i < 200; ++i) group8.push_back({1 + (i * 4481) % 900, 1});
   EXPECT_EQ(run({16, 2, 128, 12, DType::kBF16, group8}, 463), 200);
+  EXPECT_EQ(run({16, 2, 128, 12, DType::kF8E4M3, group8}, 465), 200);
 }
 
 // Sharper softmax (logits of std 4): the online max and rescaling matter.

@@ -1,5 +1,5 @@
 // Decode attention on tensor cores, for batches: one query row per sequence,
-// GQA group <= 8, head_dim 128, BF16 cache, each (sequence, kv head) in one
+// GQA group <= 8, head_dim 128, BF16 or FP8 cache, each (sequence, kv head) in one
 // block over all its keys (no split: the backend takes this kernel when the
 // step has enough (sequence, kv head) pairs to fill the GPU without one).
 //
@@ -16,6 +16,12 @@
 //                         8 ldmatrix.x4.trans of V rows, 16 mma).
 // Tiles come through a 3-stage cp.async pipeline gathered via the block
 // table. The 4 warps' (max, sum, O) are merged in shared memory at the end.
+//
+// FP8 caches: the codes land as stored (with their per-key scales), and each
+// warp converts its own 16 keys of K and V to bf16 (exact) in a shared
+// memory area of its own before its ldmatrix reads (no block barrier); a
+// key's score is multiplied by its K scale, its p by the V scale for P V
+// (the unscaled p goes to the sum), as the prefill kernel does.
 //
 // Rounding, as the prefill kernel's: Q and P to bf16 (relative 2^-9 each),
 // everything else fp32 (the test's tensor-core bound).
@@ -34,19 +40,35 @@ constexpr int kWarps = 4, kThreads = kWarps * kWarp;
 constexpr int kTile = kDecodeTileKeys;     // 64 keys per stage
 constexpr int kKeysPerWarp = kTile / kWarps;  // 16: one m16n8k16 k-step of P V
 constexpr int kStages = 3;
-constexpr int kRowB = kHd * 2 + 16;        // bytes of a K or V row in shared memory: 8 ldmatrix rows hit distinct banks
-constexpr int kTileB = kTile * kRowB;
-constexpr int kStageB = 2 * kTileB;        // K rows, then V rows
-constexpr int kChunks = kHd * 2 / 16;      // 16-byte chunks per cached row
-constexpr int kLoads = kTile * kChunks / kThreads;  // chunks of K (and of V) per thread per tile
+constexpr int kRowB = kHd * 2 + 16;        // bytes of a bf16 K or V row in shared memory: 8 ldmatrix rows hit distinct banks
 constexpr int kRec = kHd + 2;              // a warp's row in the merge: O, then max and sum
-constexpr size_t kSmemBytes = size_t{kStages} * kStageB;
 static_assert(kKeysPerWarp == 16, "a warp's keys are one k-step of P V");
 static_assert(kDecodeMaxGroup <= 8, "query rows are the g rows of the fragments (rows g + 8 are padding)");
-static_assert(kWarps * 8 * kRec * 4 <= kSmemBytes, "the merge reuses the stages");
 static_assert(kThreads == kHd, "the merge takes one thread per output dim");
+static_assert(kThreads == 2 * kTile, "one FP8 scale per thread");
 
+// Shared memory: kStages stages of K rows, V rows (as stored: BF16 rows
+// padded to kRowB, FP8 rows unpadded) and, for FP8, the K then V scales; for
+// FP8 then each warp's bf16 K and V rows of its 16 keys.
+template <DType KT>
+struct Layout {
+  static constexpr bool kFp8 = KT == DType::kF8E4M3;
+  static constexpr int kEs = kFp8 ? 1 : 2;
+  static constexpr int kChunks = kHd * kEs / 16;            // 16-byte chunks per cached row
+  static constexpr int kRawRowB = kFp8 ? kHd : kRowB;
+  static constexpr int kRawTileB = kTile * kRawRowB;
+  static constexpr int kScaleB = kFp8 ? 2 * kTile * 4 : 0;
+  static constexpr int kStageB = 2 * kRawTileB + kScaleB;
+  static constexpr int kLoads = kTile * kChunks / kThreads;  // chunks of K (and of V) per thread per tile
+  static constexpr int kConvOff = kStages * kStageB;
+  static constexpr int kWarpConvB = 2 * kKeysPerWarp * kRowB;  // a warp's bf16 K, then V rows
+  static constexpr size_t kBytes = kConvOff + (kFp8 ? kWarps * kWarpConvB : 0);
+  static_assert(kWarps * 8 * kRec * 4 <= kStages * kStageB, "the merge reuses the stages");
+};
+
+template <DType KT>
 __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(AttentionArgs a) {
+  using L = Layout<KT>;
   extern __shared__ __align__(16) uint8_t smem[];
   // Launched early (launch_pdl), as the SIMT kernel: o_proj may start and
   // pull its weights into L2 while this runs.
@@ -82,20 +104,23 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   const PagedSlots slot(a.block_tables + sq.table_offset, a.block_size);
   auto slot_of = [&](int key) -> int64_t { return key < n_keys ? slot(key) : 0; };
   auto load_tile = [&](int tile) {
-    uint8_t* st = smem + (tile % kStages) * kStageB;
-    const int k0 = tile * kTile, part = tid % kChunks;
-    int64_t off[kLoads];
+    uint8_t* st = smem + (tile % kStages) * L::kStageB;
+    const int k0 = tile * kTile, part = tid % L::kChunks;
+    int64_t slot[L::kLoads];
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int64_t slot = slot_of(k0 + tid / kChunks + i * (kThreads / kChunks));
-      off[i] = (slot * token_ld + static_cast<int64_t>(kvh) * kHd) * 2 + part * 16;
-    }
+    for (int i = 0; i < L::kLoads; ++i) slot[i] = slot_of(k0 + tid / L::kChunks + i * (kThreads / L::kChunks));
+    const int64_t scale_slot = L::kFp8 ? slot_of(k0 + tid % kTile) : 0;
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int j = tid / kChunks + i * (kThreads / kChunks);
+    for (int i = 0; i < L::kLoads; ++i) {
+      const int j = tid / L::kChunks + i * (kThreads / L::kChunks);
       const bool ok = k0 + j < n_keys;
-      cp_async16(st + j * kRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off[i], ok);
-      cp_async16(st + kTileB + j * kRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off[i], ok);
+      const int64_t off = (slot[i] * token_ld + static_cast<int64_t>(kvh) * kHd) * L::kEs + part * 16;
+      cp_async16(st + j * L::kRawRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, ok);
+      cp_async16(st + L::kRawTileB + j * L::kRawRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, ok);
+    }
+    if constexpr (L::kFp8) {  // thread i < kTile: K scale of key i; else V scale of key i - kTile
+      const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
+      cp_async4(st + 2 * L::kRawTileB + tid * 4, src, k0 + tid % kTile < n_keys);
     }
   };
 
@@ -115,9 +140,29 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
     __syncthreads();  // tile `tile` has landed for every thread; every warp is done with tile - 1's stage
     if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1);
     cp_async_commit();
-    const uint8_t* kt = smem + (tile % kStages) * kStageB + warp * kKeysPerWarp * kRowB;
-    const uint8_t* vt = kt + kTileB;
+    const uint8_t* st = smem + (tile % kStages) * L::kStageB;
+    const uint8_t* kt = st + warp * kKeysPerWarp * kRowB;  // this warp's 16 bf16 K rows, then V rows
+    const uint8_t* vt = kt + kTile * kRowB;
     const int k0 = tile * kTile + warp * kKeysPerWarp;  // this warp's first key
+    const float* ksc = reinterpret_cast<const float*>(st + 2 * L::kRawTileB) + warp * kKeysPerWarp;  // FP8 only
+    const float* vsc = ksc + kTile;
+    if constexpr (L::kFp8) {
+      // Codes -> bf16 rows of this warp's keys, 16 codes (one 16-byte piece) a step.
+      uint8_t* dst = smem + L::kConvOff + warp * L::kWarpConvB;
+      for (int i = lane; i < 2 * kKeysPerWarp * L::kChunks; i += kWarp) {
+        const int kv = i / (kKeysPerWarp * L::kChunks), j = (i / L::kChunks) % kKeysPerWarp, c = i % L::kChunks;
+        const uint4 w = *reinterpret_cast<const uint4*>(st + kv * L::kRawTileB +
+                                                        (warp * kKeysPerWarp + j) * L::kRawRowB + c * 16);
+        uint8_t* row = dst + (kv * kKeysPerWarp + j) * kRowB + c * 32;
+        *reinterpret_cast<uint4*>(row) = make_uint4(fp8x2_to_bf16x2(w.x), fp8x2_to_bf16x2(w.x >> 16),
+                                                    fp8x2_to_bf16x2(w.y), fp8x2_to_bf16x2(w.y >> 16));
+        *reinterpret_cast<uint4*>(row + 16) = make_uint4(fp8x2_to_bf16x2(w.z), fp8x2_to_bf16x2(w.z >> 16),
+                                                         fp8x2_to_bf16x2(w.w), fp8x2_to_bf16x2(w.w >> 16));
+      }
+      __syncwarp();
+      kt = dst;
+      vt = dst + kKeysPerWarp * kRowB;
+    }
 
     // S = Q Kᵀ: s[n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
     float s[2][4] = {};
@@ -138,7 +183,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float x = k0 + 8 * n + 2 * t + (e & 1) < n_keys ? s[n][e] * s_scale : -INFINITY;
+        const int j = 8 * n + 2 * t + (e & 1);  // key k0 + j
+        const float x = k0 + j < n_keys ? s[n][e] * (L::kFp8 ? s_scale * ksc[j] : s_scale) : -INFINITY;
         s[n][e] = x;
         mx[e / 2] = fmaxf(mx[e / 2], x);
       }
@@ -164,6 +210,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
       for (int e = 0; e < 4; ++e) {
         p[e] = exp2f(s[n][e] - base[e / 2]);
         l[e / 2] += p[e];
+        if constexpr (L::kFp8) p[e] *= vsc[8 * n + 2 * t + (e & 1)];
       }
       pf[2 * n] = pack_bf16(p[0], p[1]);      // row g
       pf[2 * n + 1] = pack_bf16(p[2], p[3]);  // row g + 8
@@ -212,8 +259,18 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
 
 }  // namespace
 
+template <DType KT>
+cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = Layout<KT>::kBytes;
+  cudaError_t e = allow_dynamic_smem(attention_decode_mma_kernel<KT>, smem);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads));
+  return launch_pdl(attention_decode_mma_kernel<KT>, grid, kThreads, smem, stream, a);
+}
+
 bool attention_decode_mma_supports(DType dtype, int head_dim, int group) {
-  return dtype == DType::kBF16 && head_dim == kHd && group >= 1 && group <= kDecodeMaxGroup;
+  return (dtype == DType::kBF16 || dtype == DType::kF8E4M3) && head_dim == kHd && group >= 1 &&
+         group <= kDecodeMaxGroup;
 }
 
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream) {
@@ -221,10 +278,11 @@ cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t str
       a.kv_heads < 1)
     return cudaErrorInvalidValue;
   if (a.num_items == 0) return cudaSuccess;
-  cudaError_t e = allow_dynamic_smem(attention_decode_mma_kernel, kSmemBytes);
-  if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads));
-  return launch_pdl(attention_decode_mma_kernel, grid, kThreads, kSmemBytes, stream, a);
+  if (a.dtype == DType::kF8E4M3) {
+    if (!a.k_scales || !a.v_scales) return cudaErrorInvalidValue;
+    return launch_typed<DType::kF8E4M3>(a, stream);
+  }
+  return launch_typed<DType::kBF16>(a, stream);
 }
 
 }  // namespace m2::cuda

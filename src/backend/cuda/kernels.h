@@ -279,7 +279,7 @@ AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, 
 
 // ---- attention_decode_mma.cu ----------------------------------------------------
 // Decode rows of a batch on tensor cores (bf16 Q and P, fp32 softmax and
-// sums): BF16 caches, head_dim 128, group <= 8, one split only (a.splits ==
+// sums): BF16 and FP8 caches, head_dim 128, group <= 8, one split only (a.splits ==
 // 1: enough (sequence, kv head) blocks to fill the GPU). The backend takes it
 // for such steps unless M2CPP_CUDA_TC_ATTENTION=0.
 bool attention_decode_mma_supports(DType dtype, int head_dim, int group);
