@@ -43,6 +43,10 @@ double decode_bytes_per_step(const ModelWeights& w, int64_t batch, int64_t conte
   const double E = c.num_local_experts, k = c.num_experts_per_tok;
   const double touched = batch == 1 ? k : E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(batch)));
   if (experts_touched) *experts_touched = touched;
+  // K or V of one token in one layer: FP8 codes carry an fp32 scale per kv head.
+  const double kv_bytes_per_token =
+      static_cast<double>(c.kv_dim()) * dtype_size(kv_dtype) +
+      (kv_dtype == DType::kF8E4M3 ? c.num_key_value_heads * sizeof(float) : 0.0);
   double b = static_cast<double>(batch) * c.hidden_size * dtype_size(w.embed.dtype) + bytes_of(w.final_norm) +
              bytes_of(w.lm_head);
   for (const LayerWeights& L : w.layers) {
@@ -51,7 +55,7 @@ double decode_bytes_per_step(const ModelWeights& w, int64_t batch, int64_t conte
     b += bytes_of(L.router) + bytes_of(L.router_bias);
     const ExpertWeights& e = L.experts[0];
     b += touched * (bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3));
-    b += 2.0 * batch * context * c.kv_dim() * dtype_size(kv_dtype);
+    b += 2.0 * batch * context * kv_bytes_per_token;
   }
   return b;
 }
@@ -322,7 +326,8 @@ Command make_bench(CLI::App& parent) {
   dec->add_option("--batch", a->batch, "Sequences decoded together (above 1: output tokens/s of the batch)")
       ->check(CLI::Range(1, 4096));
   dec->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per prefill step");
-  dec->add_option("--kv-dtype", a->kv, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  dec->add_option("--kv-dtype", a->kv, "f32, bf16 or fp8 (e4m3, one scale per token and kv head)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8"}));
   dec->add_option("--json", a->json_out, "Also write the figures to this JSON file");
   CLI::App* eng = nullptr;
   auto run_engine = add_bench_engine(app, &eng);

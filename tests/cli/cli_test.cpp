@@ -140,6 +140,23 @@ TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
   EXPECT_NEAR((*j3)["fraction_of_ceiling"].get<double>(),
               (*j3)["tokens_per_s"].get<double>() / (*j3)["ceiling_tokens_per_s"].get<double>(), 1e-9);
   EXPECT_NE(r.out.find("ceiling          "), std::string::npos) << r.out;
+
+  // An FP8 KV cache: each cached K or V row is kv_dim one-byte codes plus an
+  // fp32 scale per kv head, against two bytes a value for BF16 (3 sequences
+  // of 20 + 4 + 3 / 2 keys in every layer, K and V).
+  const std::string f8 = ::testing::TempDir() + "m2cpp_decode3_fp8.json";
+  const std::string b16 = ::testing::TempDir() + "m2cpp_decode3_bf16.json";
+  for (const auto& [kv, out] : {std::pair{"fp8", f8}, std::pair{"bf16", b16}}) {
+    r = run("bench decode -m " + src("tests/data/m2-tiny-fp8") + " --context 20 --batch 3 --tokens 3 --kv-dtype " + kv +
+            " --json " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  auto jf = read_json_file(f8), jb = read_json_file(b16);
+  ASSERT_TRUE(jf.ok() && jb.ok());
+  const double layers = (*cfg)["num_hidden_layers"].get<double>(), kvh = (*cfg)["num_key_value_heads"].get<double>();
+  const double kv_dim = kvh * (*cfg)["head_dim"].get<double>();
+  EXPECT_NEAR((*jb)["bytes_per_step"].get<double>() - (*jf)["bytes_per_step"].get<double>(),
+              layers * 2 * 3 * 25 * (kv_dim * 2 - (kv_dim + 4 * kvh)), 1e-6);
 }
 
 TEST(Cli, ErrorsAreMessagesNotCrashes) {
