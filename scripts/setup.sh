@@ -49,3 +49,16 @@ if [[ "${M2CPP_CUTLASS:-1}" != 0 ]] &&
   python3 -m pip install -q --no-deps "$CUTLASS_PACKAGE" 2>/dev/null \
     || python3 -m pip install -q --no-deps --break-system-packages "$CUTLASS_PACKAGE"
 fi
+
+# FlashInfer's C++ headers for the prefill attention over BF16 caches
+# (src/backend/cuda/flashinfer_prefill.cu, CMake M2CPP_FLASHINFER, on with
+# CUTLASS). 0.6.6: the last release whose headers build with CUDA 13.0's
+# CCCL (later ones need cuda::fast_mod_div) and that bundles the CUTLASS we
+# use (4.2). Headers only: --no-deps skips torch and the JIT's needs.
+FLASHINFER_PACKAGE=flashinfer-python==0.6.6
+if [[ "${M2CPP_CUTLASS:-1}" != 0 && "${M2CPP_FLASHINFER:-1}" != 0 ]] &&
+  ! python3 -c "import importlib.util as u, os, sys; s = u.find_spec('flashinfer'); sys.exit(s is None or not os.path.exists(s.submodule_search_locations[0] + '/data/include/flashinfer/attention/hopper/prefill_sm90.cuh'))" 2>/dev/null; then
+  echo "setup: installing $FLASHINFER_PACKAGE (headers only)"
+  python3 -m pip install -q --no-deps "$FLASHINFER_PACKAGE" 2>/dev/null \
+    || python3 -m pip install -q --no-deps --break-system-packages "$FLASHINFER_PACKAGE"
+fi

@@ -83,6 +83,9 @@ CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), fe
   // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
   tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
+  const char* prefill = std::getenv("M2CPP_ATTN_PREFILL");
+  flashinfer_prefill_ = tc_attention_ && features_.wgmma && flashinfer_prefill_built() &&
+                        !(prefill && std::strcmp(prefill, "mma") == 0);
   moe_cutlass_ = features_.cutlass_moe && moe_cutlass_enabled_by_env();
   moe_decode_wgmma_ = features_.wgmma && moe_decode_wgmma_enabled_by_env();
   const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
@@ -308,12 +311,16 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     // then also out's FP8 copy (a head of 128 = one quantisation group), for o_proj.
     if (meta.num_items == 0 && meta.num_decode_items == 0 && out.cols == int64_t{num_heads} * s.head_dim)
       p.out8 = fp8_copy_for(out);
-    check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
-      return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, {} kv "
-                         "heads x {}, group {})",
-                         shape(q), dtype_name(s.dtype), layer, p.num_items, kPrefillVectors, s.num_kv_heads,
-                         s.head_dim, G);
-    });
+    if (flashinfer_prefill_ && s.dtype == DType::kBF16 && s.head_dim == kFlashInferHeadDim && !capturing_) {
+      attention_prefill_flashinfer(q, seqs, p, num_heads, p.out8, out);
+    } else {
+      check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
+        return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, "
+                           "{} kv heads x {}, group {})",
+                           shape(q), dtype_name(s.dtype), layer, p.num_items, kPrefillVectors, s.num_kv_heads,
+                           s.head_dim, G);
+      });
+    }
   }
   if (meta.num_decode_items > 0) {
     AttentionArgs d = a;
@@ -416,6 +423,42 @@ Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
   return fp8_copy_.produce(out, stream_);
+}
+
+void CudaBackend::attention_prefill_flashinfer(Act q, std::span<const SeqSlice> seqs, const AttentionArgs& a,
+                                               int heads, Fp8Out out8, Act out) {
+  // The same sequences as upload_attention_meta's prefill items; their block
+  // tables lie at the same offsets of the uploaded tables.
+  std::vector<FlashInferSeq> list;
+  int64_t table_offset = 0;
+  for (const SeqSlice& sq : seqs) {
+    if (sq.num_rows >= kPrefillMinRows)
+      list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
+                      static_cast<int32_t>(sq.context_len), static_cast<int32_t>(table_offset)});
+    table_offset += static_cast<int64_t>(sq.block_table.size());
+  }
+  auto context = [&] {
+    return fmt::format("FlashInfer prefill attention of q {} over a BF16 cache ({} prefill sequences, {} kv heads, "
+                       "blocks of {})",
+                       shape(q), list.size(), a.kv_heads, a.block_size);
+  };
+  if (q.cols != int64_t{heads} * kFlashInferHeadDim || out.cols != q.cols || out.rows != q.rows)
+    die(cudaErrorInvalidValue, "attention (prefill)", context(), __FILE__, __LINE__);
+  fi_plan_ = plan_flashinfer_prefill(list, heads, num_sms_);
+  const size_t bf16_bytes = static_cast<size_t>(q.rows * q.cols) * 2;
+  FlashInferPrefillArgs f;
+  f.plan = static_cast<const int32_t*>(upload(fi_plan_device_, fi_plan_.packed.data(),
+                                              fi_plan_.packed.size() * sizeof(int32_t), "the FlashInfer prefill plan"));
+  f.layout = &fi_plan_;
+  void* q16 = fi_q_.reserve(bf16_bytes, stream_);
+  f.q = q16;
+  f.o = fi_o_.reserve(bf16_bytes, stream_);
+  f.k_cache = a.k_cache, f.v_cache = a.v_cache, f.page_ids = a.block_tables;
+  f.T = q.rows, f.heads = heads, f.kv_heads = a.kv_heads, f.block_size = a.block_size, f.scale = a.scale;
+  check(launch_f32_to_bf16(q.data, q.rows * q.cols, q16, stream_), "attention (prefill)", context);
+  check(launch_flashinfer_prefill(f, stream_), "attention (prefill)", context);
+  // Every row: those of other kernels' sequences are rewritten by them after this.
+  check(launch_bf16_to_f32(f.o, q.rows, q.cols, out.data, out8, stream_), "attention (prefill)", context);
 }
 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {

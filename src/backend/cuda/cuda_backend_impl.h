@@ -15,6 +15,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_caps.h"
 #include "backend/cuda/fp8_act_copy.h"
+#include "backend/cuda/flashinfer_prefill.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
@@ -94,6 +95,11 @@ class CudaBackend final : public Backend {
     int64_t max_keys = 0, max_decode_keys = 0;  // of the general kernel's, the decode kernel's sequences
   };
   AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok, bool decode_ok);
+  // The prefill sequences of `seqs` (those upload_attention_meta made prefill
+  // items) by FlashInfer's kernel: q to bf16, the kernel, o back to fp32 (and
+  // out8). `a` holds the caches and the uploaded block tables.
+  void attention_prefill_flashinfer(Act q, std::span<const SeqSlice> seqs, const AttentionArgs& a, int heads,
+                                    Fp8Out out8, Act out);
   // Key splits of `items` work items x kv heads over at most max_keys keys
   // (keys per split a multiple of `granule`): enough blocks to fill the GPU.
   void size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const;
@@ -156,6 +162,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
   bool graphs_enabled_ = true;
   bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
+  // Prefill attention over BF16 caches by FlashInfer's Hopper kernel
+  // (flashinfer_prefill.h) where built, unless M2CPP_ATTN_PREFILL=mma.
+  bool flashinfer_prefill_ = false;
   // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
   bool moe_cutlass_ = false;
   // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).
@@ -168,6 +177,10 @@ class CudaBackend final : public Backend {
   Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
+  // FlashInfer's prefill attention: its work plan, and bf16 copies of q and o.
+  FlashInferPlan fi_plan_;
+  DeviceArray fi_plan_device_;
+  DeviceBuffer fi_q_, fi_o_;
   std::vector<uint8_t> attn_meta_host_;
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;

@@ -55,6 +55,13 @@ struct Fp8Out {
   float* s = nullptr;
 };
 
+// ---- bf16_convert.cu ----------------------------------------------------------
+// y = bf16(x) (RNE) of n floats (n a multiple of 4, x 16-byte and y 8-byte aligned).
+cudaError_t launch_f32_to_bf16(const float* x, int64_t n, void* y, cudaStream_t stream);
+// out = float(o) for a bf16 [T, cols] (cols a multiple of 128); with out8.q
+// also out's FP8 copy, as every FP8 producer writes it.
+cudaError_t launch_bf16_to_f32(const void* o, int64_t T, int64_t cols, float* out, Fp8Out out8, cudaStream_t stream);
+
 // ---- elementwise.cu ----------------------------------------------------------
 // out[i, :] = table[ids[i], :] as fp32; table [V, H].
 cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
