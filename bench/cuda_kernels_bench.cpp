@@ -446,7 +446,7 @@ int main(int argc, char** argv) {
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
   bench_attention(b, 1024, 256);
-  bench_attention(b, 32768, 1);
+  for (int64_t ctx : {4096, 8192, 32768}) bench_attention(b, ctx, 1);  // key splits of 128, 256 and 1024 keys
   bench_attention(b, 1024, 1, DType::kF8E4M3);
   bench_attention(b, 32768, 1, DType::kF8E4M3);
   bench_attention_prefill(b, 8192, DType::kBF16, c.bf16_flops);

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "backend/cuda/attention_prefill.h"
@@ -80,6 +81,16 @@ class CudaAttention : public CudaTest {
   // differing bytes.
   void expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
                          const std::string& what);
+  // The backend's kernel for decode rows whose keys are split (set with
+  // M2CPP_ATTN_DECODE_SPLIT when a test makes its own backend).
+  cuda::SplitDecode split_decode_ = cuda::SplitDecode::kAuto;
+  void use_split_decode(cuda::SplitDecode mode, const char* env) {
+    setenv("M2CPP_ATTN_DECODE_SPLIT", env, 1);
+    gpu_ = make_cuda_backend(0);
+    unsetenv("M2CPP_ATTN_DECODE_SPLIT");
+    ASSERT_TRUE(gpu_);
+    split_decode_ = mode;
+  }
 };
 
 void CudaAttention::expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
@@ -131,8 +142,10 @@ int64_t CudaAttention::run(const AttnSpec& c, uint64_t seed) {
     if (q.rows == 1 && cuda::attention_decode_supports(c.dtype, c.hd, G))
       ++decode_rows, decode_keys = std::max(decode_keys, q.context);
   const bool tc_decode =
-      decode_rows > 0 && cuda::attention_decode_mma_supports(c.dtype, c.hd, G) &&
-      cuda::attention_splits(decode_rows * c.kv_heads, decode_keys, num_sms(), cuda::kDecodeTileKeys).splits == 1;
+      decode_rows > 0 &&
+      cuda::attention_decode_on_mma(
+          c.dtype, c.hd, G, cuda::attention_splits(decode_rows * c.kv_heads, decode_keys, num_sms(), cuda::kDecodeTileKeys),
+          split_decode_);
   const double tc_factor = std::max(1.0f, c.q_scale);
   double err2[2] = {0, 0}, ref2[2] = {0, 0};  // [0]: SIMT rows, [1]: tensor-core rows
   int reported = 0;
@@ -219,10 +232,12 @@ TEST_F(CudaAttention, MixedStepMatchesCpu) {
     run({kH, kKv, kHd, 16, dt, {{700, 200}, {1024, 1}, {3000, 1}, {5, 5}, {64, 16}, {2048, 3}}}, 400);
 }
 
-// A decode batch: one row per sequence (the decode kernel), contexts around
-// its 64-key tiles and splits, one key, and a batch large enough to need no
-// split; GQA 8:1 (its largest group) and 12:1 (the general kernel).
-TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
+// A decode batch: one row per sequence (the decode kernels), contexts around
+// the 64-key tiles and splits, one key, and a batch large enough to need no
+// split; GQA 8:1 (the largest group) and 12:1 (the general kernel). Split
+// rows on the backend's choice, then all on the SIMT kernel, then all on the
+// tensor-core one.
+void decode_batches(const std::function<int64_t(const AttnSpec&, uint64_t)>& run) {
   for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
     std::vector<SeqSpec> seqs;
     for (int64_t n : {1, 2, 63, 64, 65, 127, 128, 129, 1000, 1024, 1025, 2900}) seqs.push_back({n, 1});
@@ -232,7 +247,19 @@ TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
     run({kH, kKv, kHd, 16, dt, seqs}, 451);
     run({16, 2, 128, 16, dt, {{500, 1}, {64, 1}, {3, 1}}}, 452);
     run({24, 2, 128, 16, dt, {{500, 1}, {64, 1}}}, 453);
+    run({kH, kKv, kHd, 12, dt, {{20000, 1}}, 4.0f}, 454);  // a long context, a sharp softmax, blocks of 12
   }
+}
+TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
+  decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); });
+}
+TEST_F(CudaAttention, DecodeBatchOnSimtMatchesCpu) {
+  use_split_decode(cuda::SplitDecode::kSimt, "simt");
+  decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); });
+}
+TEST_F(CudaAttention, DecodeBatchOnTensorCoresWithSplitsMatchesCpu) {
+  use_split_decode(cuda::SplitDecode::kMma, "mma");
+  decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); });
 }
 
 // Decode batches that need no key split, on tensor cores: contexts around

@@ -27,6 +27,7 @@
 #include <cfloat>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/attention_split_merge.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/kernels.h"
@@ -41,7 +42,6 @@ constexpr int kTile = kDecodeTileKeys;             // keys per pipeline stage
 constexpr int kKeysPerWarp = kTile / kWarps;        // 8
 constexpr int kLanesPerKey = kWarp / kKeysPerWarp;  // 4
 constexpr int kDims = kHd / kWarp;                  // output dims per lane in p · V (4)
-constexpr int kRecord = 2 * kG + kG * kHd;          // floats of one split's partial result
 static_assert(kThreads == 2 * kHd && kThreads >= 2 * kTile, "two threads per output dim; one scale per thread");
 static_assert(kWarps >= kG, "the split merge takes one warp per query head");
 
@@ -284,63 +284,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
     if (a.splits == 1) {
       a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A / Ls;
     } else {
-      float* mine = a.partials + (pair * a.splits + split) * kRecord;
-      if (d == 0) mine[v] = M, mine[kG + v] = Ls;
-      mine[2 * kG + v * kHd + d] = A;
+      store_split_record(a.partials + (pair * a.splits + split) * kSplitRecord, v, d, M, Ls, A);
     }
   }
   if (a.splits == 1) return;
 
   // The last block of this (sequence, kv head) merges every split.
-  if (!last_to_arrive(&a.counters[pair], static_cast<unsigned>(a.splits))) return;
-  const float* recs = a.partials + pair * a.splits * kRecord;
-  // Each split's weight per vector, e^{M_s - M} / L (0 for splits past the
-  // context: their max is -FLT_MAX): warp v takes vector v, lane s split s
-  // (then s + 32, ...), one round trip for the (max, sum) pairs.
-  float* wts = reinterpret_cast<float*>(stages);  // [splits][kG]
-  if (warp < G) {
-    const int v = warp;
-    float M = -FLT_MAX;
-    for (int s = lane; s < a.splits; s += kWarp) M = fmaxf(M, __ldcg(recs + s * kRecord + v));
-    M = warp_max(M);
-    float Ls = 0.0f;
-    for (int s = lane; s < a.splits; s += kWarp) {
-      const float c = expf(__ldcg(recs + s * kRecord + v) - M);
-      wts[s * kG + v] = c;
-      Ls = fmaf(__ldcg(recs + s * kRecord + kG + v), c, Ls);
-    }
-    Ls = warp_sum(Ls);
-    const float inv = 1.0f / Ls;
-    for (int s = lane; s < a.splits; s += kWarp) wts[s * kG + v] *= inv;
-  }
-  __syncthreads();
-  // Thread (half, d): the vectors v = half, half + 2, ... of dim d; the
-  // records read kMergeBatch splits at a time, every load of a batch issued
-  // before any is used (one L2 round trip per batch, not per split).
-  constexpr int kMergeBatch = 8, kHalfG = (KG + 1) / 2;
-  float A[kHalfG] = {};
-  for (int s0 = 0; s0 < a.splits; s0 += kMergeBatch) {
-    float r[kMergeBatch][kHalfG];
-#pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b)
-#pragma unroll
-      for (int i = 0; i < kHalfG; ++i) {
-        const int v = 2 * i + half;
-        r[b][i] = s0 + b < a.splits && v < G ? __ldcg(recs + (s0 + b) * kRecord + 2 * kG + v * kHd + d) : 0.0f;
-      }
-#pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b) {
-      if (s0 + b >= a.splits) break;
-#pragma unroll
-      for (int i = 0; i < kHalfG; ++i) A[i] = fmaf(r[b][i], wts[(s0 + b) * kG + 2 * i + half], A[i]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kHalfG; ++i) {
-    const int v = 2 * i + half;
-    if (v < G) a.out[sq.first_row * q_ld + (static_cast<int64_t>(kvh) * G + v) * kHd + d] = A[i];
-  }
-  if (tid == 0) a.counters[pair] = 0;  // ready for the next launch (and graph replay)
+  merge_split_records<KG, kThreads>(a, pair, G, a.out + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd,
+                                    reinterpret_cast<float*>(stages));
 }
 
 template <DType KT, int KG>
@@ -367,7 +318,7 @@ bool attention_decode_supports(DType dtype, int head_dim, int group) {
 }
 
 size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits) {
-  return static_cast<size_t>(seqs) * kv_heads * splits * kRecord;
+  return static_cast<size_t>(seqs) * kv_heads * splits * kSplitRecord;
 }
 
 cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream) {

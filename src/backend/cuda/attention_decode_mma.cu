@@ -28,6 +28,7 @@
 #include <cmath>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/attention_split_merge.cuh"
 #include "backend/cuda/bf16_mma.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -40,6 +41,7 @@ constexpr int kWarps = 4, kThreads = kWarps * kWarp;
 constexpr int kTile = kDecodeTileKeys;     // 64 keys per stage
 constexpr int kKeysPerWarp = kTile / kWarps;  // 16: one m16n8k16 k-step of P V
 constexpr int kStages = 3;
+constexpr int kMaxSplits = 1024;  // key splits of a (sequence, kv head): the backend's are ~2 x SMs / kv heads
 constexpr int kRowB = kHd * 2 + 16;        // bytes of a bf16 K or V row in shared memory: 8 ldmatrix rows hit distinct banks
 constexpr int kRec = kHd + 2;              // a warp's row in the merge: O, then max and sum
 static_assert(kKeysPerWarp == 16, "a warp's keys are one k-step of P V");
@@ -63,7 +65,8 @@ struct Layout {
   static constexpr int kConvOff = kStages * kStageB;
   static constexpr int kWarpConvB = 2 * kKeysPerWarp * kRowB;  // a warp's bf16 K, then V rows
   static constexpr size_t kBytes = kConvOff + (kFp8 ? kWarps * kWarpConvB : 0);
-  static_assert(kWarps * 8 * kRec * 4 <= kStages * kStageB, "the merge reuses the stages");
+  static_assert(kWarps * 8 * kRec * 4 + kMaxSplits * kSplitSlots * 4 <= kStages * kStageB,
+                "the merges reuse the stages (the warps' records, then the splits' weights)");
 };
 
 template <DType KT>
@@ -75,9 +78,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   allow_dependents();
   grid_dependency_wait();
   const AttnSeq sq = a.seqs[blockIdx.x];
-  const int kvh = blockIdx.y, G = a.group;
+  const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
   const int n_keys = sq.context_len;  // the row at position context_len - 1 sees every key
-  const int n_tiles = (n_keys + kTile - 1) / kTile;
+  // This block's keys [k_begin, k_end) (all of them without a split).
+  const int k_begin = a.splits > 1 ? split * a.split_keys : 0;
+  const int k_end = a.splits > 1 ? min(n_keys, k_begin + a.split_keys) : n_keys;
+  const int n_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
   const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
   const int g = lane / 4, t = lane % 4;
   const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
@@ -102,10 +108,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   // a compiler barrier: a read between two would cost a round trip each).
   // Keys past the context read as zeros (masked below).
   const PagedSlots slot(a.block_tables + sq.table_offset, a.block_size);
-  auto slot_of = [&](int key) -> int64_t { return key < n_keys ? slot(key) : 0; };
+  auto slot_of = [&](int key) -> int64_t { return key < k_end ? slot(key) : 0; };
   auto load_tile = [&](int tile) {
     uint8_t* st = smem + (tile % kStages) * L::kStageB;
-    const int k0 = tile * kTile, part = tid % L::kChunks;
+    const int k0 = k_begin + tile * kTile, part = tid % L::kChunks;
     int64_t slot[L::kLoads];
 #pragma unroll
     for (int i = 0; i < L::kLoads; ++i) slot[i] = slot_of(k0 + tid / L::kChunks + i * (kThreads / L::kChunks));
@@ -113,14 +119,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
 #pragma unroll
     for (int i = 0; i < L::kLoads; ++i) {
       const int j = tid / L::kChunks + i * (kThreads / L::kChunks);
-      const bool ok = k0 + j < n_keys;
+      const bool ok = k0 + j < k_end;
       const int64_t off = (slot[i] * token_ld + static_cast<int64_t>(kvh) * kHd) * L::kEs + part * 16;
       cp_async16(st + j * L::kRawRowB + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, ok);
       cp_async16(st + L::kRawTileB + j * L::kRawRowB + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, ok);
     }
     if constexpr (L::kFp8) {  // thread i < kTile: K scale of key i; else V scale of key i - kTile
       const float* src = (tid < kTile ? a.k_scales : a.v_scales) + scale_slot * a.kv_heads + kvh;
-      cp_async4(st + 2 * L::kRawTileB + tid * 4, src, k0 + tid % kTile < n_keys);
+      cp_async4(st + 2 * L::kRawTileB + tid * 4, src, k0 + tid % kTile < k_end);
     }
   };
 
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
     const uint8_t* st = smem + (tile % kStages) * L::kStageB;
     const uint8_t* kt = st + warp * kKeysPerWarp * kRowB;  // this warp's 16 bf16 K rows, then V rows
     const uint8_t* vt = kt + kTile * kRowB;
-    const int k0 = tile * kTile + warp * kKeysPerWarp;  // this warp's first key
+    const int k0 = k_begin + tile * kTile + warp * kKeysPerWarp;  // this warp's first key
     const float* ksc = reinterpret_cast<const float*>(st + 2 * L::kRawTileB) + warp * kKeysPerWarp;  // FP8 only
     const float* vsc = ksc + kTile;
     if constexpr (L::kFp8) {
@@ -184,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = 8 * n + 2 * t + (e & 1);  // key k0 + j
-        const float x = k0 + j < n_keys ? s[n][e] * (L::kFp8 ? s_scale * ksc[j] : s_scale) : -INFINITY;
+        const float x = k0 + j < k_end ? s[n][e] * (L::kFp8 ? s_scale * ksc[j] : s_scale) : -INFINITY;
         s[n][e] = x;
         mx[e / 2] = fmaxf(mx[e / 2], x);
       }
@@ -240,7 +246,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   }
   __syncthreads();
   const int d = tid;  // this thread's output dim
-  float* out = a.out + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd + d;
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * a.kv_heads + kvh;  // (sequence, kv head)
+  float* out = a.out + sq.first_row * q_ld + static_cast<int64_t>(kvh) * G * kHd;
   for (int v = 0; v < G; ++v) {
     float M = -INFINITY;
 #pragma unroll
@@ -249,12 +256,17 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float* r = rec + (w * 8 + v) * kRec;
-      const float c = exp2f(r[kHd] - M);  // a warp that saw no key: max -inf, c = 0
+      const float c = r[kHd] == -INFINITY ? 0.0f : exp2f(r[kHd] - M);  // a warp that saw no key weighs 0
       Ls = fmaf(r[kHd + 1], c, Ls);
       A = fmaf(r[d], c, A);
     }
-    out[v * kHd] = A / Ls;
+    if (a.splits == 1)
+      out[v * kHd + d] = A / Ls;
+    else  // the record's max in natural-log units (the merge's), from base 2
+      store_split_record(a.partials + (pair * a.splits + split) * kSplitRecord, v, d, M * 0.6931471805599453f, Ls, A);
   }
+  if (a.splits > 1)
+    merge_split_records<kDecodeMaxGroup, kThreads>(a, pair, G, out, rec + kWarps * 8 * kRec);
 }
 
 }  // namespace
@@ -264,7 +276,8 @@ cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   constexpr size_t smem = Layout<KT>::kBytes;
   cudaError_t e = allow_dynamic_smem(attention_decode_mma_kernel<KT>, smem);
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads));
+  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.kv_heads),
+                  static_cast<unsigned>(a.splits));
   return launch_pdl(attention_decode_mma_kernel<KT>, grid, kThreads, smem, stream, a);
 }
 
@@ -274,8 +287,8 @@ bool attention_decode_mma_supports(DType dtype, int head_dim, int group) {
 }
 
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream) {
-  if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits != 1 || a.block_size < 1 ||
-      a.kv_heads < 1)
+  if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits < 1 || a.block_size < 1 ||
+      a.kv_heads < 1 || a.splits > kMaxSplits || (a.splits > 1 && (!a.partials || !a.counters || a.split_keys <= 0 || a.split_keys % kTile != 0)))
     return cudaErrorInvalidValue;
   if (a.num_items == 0) return cudaSuccess;
   if (a.dtype == DType::kF8E4M3) {

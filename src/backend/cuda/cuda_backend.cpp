@@ -83,6 +83,9 @@ CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), fe
   // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
   const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
   tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
+  const char* split_decode = std::getenv("M2CPP_ATTN_DECODE_SPLIT");
+  if (split_decode && std::strcmp(split_decode, "simt") == 0) split_decode_ = SplitDecode::kSimt;
+  if (split_decode && std::strcmp(split_decode, "mma") == 0) split_decode_ = SplitDecode::kMma;
   const char* prefill = std::getenv("M2CPP_ATTN_PREFILL");
   flashinfer_prefill_ = tc_attention_ && features_.wgmma && flashinfer_prefill_built() &&
                         !(prefill && std::strcmp(prefill, "mma") == 0);
@@ -336,7 +339,8 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     }
     // Enough (sequence, kv head) blocks for no split: tensor cores (the SIMT
     // kernel is shared-memory bound at large batches).
-    const bool mma = d.splits == 1 && tc_attention_ && attention_decode_mma_supports(s.dtype, s.head_dim, G);
+    const bool mma =
+        tc_attention_ && attention_decode_on_mma(s.dtype, s.head_dim, G, {d.splits, d.split_keys}, split_decode_);
     check(mma ? launch_attention_decode_mma(d, stream_) : launch_attention_decode(d, stream_), "attention (decode)", [&] {
       return fmt::format("{} decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
                          "splits of {} keys)",
@@ -464,6 +468,12 @@ void CudaBackend::attention_prefill_flashinfer(Act q, std::span<const SeqSlice> 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
   const AttentionSplits sp = attention_splits(items * a.kv_heads, max_keys, num_sms_, granule);
   a.splits = sp.splits, a.split_keys = sp.split_keys;
+}
+
+bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode) {
+  if (!attention_decode_mma_supports(dtype, head_dim, group)) return false;
+  if (sp.splits == 1) return true;
+  return mode == SplitDecode::kMma || (mode == SplitDecode::kAuto && sp.split_keys >= kDecodeMmaMinSplitKeys);
 }
 
 AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule) {

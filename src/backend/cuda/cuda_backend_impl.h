@@ -165,6 +165,9 @@ class CudaBackend final : public Backend {
   // Prefill attention over BF16 caches by FlashInfer's Hopper kernel
   // (flashinfer_prefill.h) where built, unless M2CPP_ATTN_PREFILL=mma.
   bool flashinfer_prefill_ = false;
+  // The decode kernel for steps whose keys are split (attention_decode_on_mma;
+  // M2CPP_ATTN_DECODE_SPLIT=simt|mma forces one).
+  SplitDecode split_decode_ = SplitDecode::kAuto;
   // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
   bool moe_cutlass_ = false;
   // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).

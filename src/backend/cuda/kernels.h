@@ -285,12 +285,20 @@ struct AttentionSplits {
 AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule);
 
 // ---- attention_decode_mma.cu ----------------------------------------------------
-// Decode rows of a batch on tensor cores (bf16 Q and P, fp32 softmax and
-// sums): BF16 and FP8 caches, head_dim 128, group <= 8, one split only (a.splits ==
-// 1: enough (sequence, kv head) blocks to fill the GPU). The backend takes it
-// for such steps unless M2CPP_CUDA_TC_ATTENTION=0.
+// Decode rows on tensor cores (bf16 Q and P, fp32 softmax and sums): BF16
+// and FP8 caches, head_dim 128, group <= 8, keys split as the SIMT kernel's
+// (same records and merge, attention_split_merge.cuh).
 bool attention_decode_mma_supports(DType dtype, int head_dim, int group);
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream);
+// Which decode kernel the backend runs for a split `sp` (unless
+// M2CPP_CUDA_TC_ATTENTION=0, or M2CPP_ATTN_DECODE_SPLIT=simt|mma for split
+// steps): tensor cores without a split (batches), and for splits of at least
+// kDecodeMmaMinSplitKeys keys (long contexts: a pipeline of tiles per block;
+// one or two tiles a block are the SIMT kernel's, whose 8 warps shorten the
+// chain of a batch-1 step at short contexts).
+constexpr int kDecodeMmaMinSplitKeys = 256;
+enum class SplitDecode { kAuto, kSimt, kMma };
+bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode);
 
 // cudaSuccess if this build has kernels for the current device; *arch: the
 // architecture they were compiled for (__CUDA_ARCH__ / 10), below the
