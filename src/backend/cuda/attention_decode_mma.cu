@@ -1,7 +1,9 @@
-// Decode attention on tensor cores, for batches: one query row per sequence,
-// GQA group <= 8, head_dim 128, BF16 or FP8 cache, each (sequence, kv head) in one
-// block over all its keys (no split: the backend takes this kernel when the
-// step has enough (sequence, kv head) pairs to fill the GPU without one).
+// Decode attention on tensor cores: one query row per sequence, GQA group
+// <= 8, head_dim 128, BF16 or FP8 cache, block (sequence, kv head, split) over
+// the split's keys. Without a split (batches that fill the GPU) a block writes
+// its output; with splits (long contexts at small batches) it writes a record
+// and the last block of the pair merges them (attention_split_merge.cuh, the
+// SIMT kernel's records). The backend's choice: attention_decode_on_mma.
 //
 // Why: the SIMT decode kernel (attention_decode.cu) is built for batch 1's
 // latency: per key and query head it reads q from shared memory and sums in
