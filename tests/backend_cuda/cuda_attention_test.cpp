@@ -194,22 +194,26 @@ TEST_F(CudaAttention, PrefillMatchesCpu) {
     for (int64_t n : {1, 15, 16, 17, 100, 1000}) run({kH, kKv, kHd, 16, dt, {{n, n}}}, 100 + n);
 }
 
-// Where FlashInfer's kernel takes the BF16 cases above (flashinfer_prefill.h),
-// our mma.sync kernel, which serves FP8 caches, over BF16 caches too
-// (M2CPP_ATTN_PREFILL=mma); and FlashInfer's over blocks of 12 (pages not a
-// power of two) with chunks of long contexts beside decode and short rows.
+// Where FlashInfer's kernel takes the cases above (flashinfer_prefill.h), our
+// mma.sync kernel too (M2CPP_ATTN_PREFILL=mma: builds or GPUs without
+// FlashInfer's); and FlashInfer's over blocks of 12 (pages not a power of
+// two) with chunks of long contexts beside decode and short rows.
 TEST_F(CudaAttention, PrefillOnMmaSyncMatchesCpu) {
   setenv("M2CPP_ATTN_PREFILL", "mma", 1);
   gpu_ = make_cuda_backend(0);
   unsetenv("M2CPP_ATTN_PREFILL");
   ASSERT_TRUE(gpu_);
-  for (int64_t n : {16, 17, 100, 1000}) run({kH, kKv, kHd, 16, DType::kBF16, {{n, n}}}, 150 + n);
-  run({kH, kKv, kHd, 16, DType::kBF16, {{3000, 200}, {700, 200}, {1024, 1}}}, 160);
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    for (int64_t n : {16, 17, 100, 1000}) run({kH, kKv, kHd, 16, dt, {{n, n}}}, 150 + n);
+    run({kH, kKv, kHd, 16, dt, {{3000, 200}, {700, 200}, {1024, 1}}}, 160);
+  }
 }
 
 TEST_F(CudaAttention, PrefillChunksOverOddBlocksMatchCpu) {
-  run({kH, kKv, kHd, 12, DType::kBF16, {{3000, 200}, {700, 200}, {1024, 1}, {50, 5}, {129, 129}}}, 170);
-  run({16, 2, 128, 12, DType::kBF16, {{2000, 1000}, {17, 16}}}, 171);
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    run({kH, kKv, kHd, 12, dt, {{3000, 200}, {700, 200}, {1024, 1}, {50, 5}, {129, 129}}}, 170);
+    run({16, 2, 128, 12, dt, {{2000, 1000}, {17, 16}}}, 171);
+  }
 }
 
 TEST_F(CudaAttention, Prefill4096RowsMatchesCpu) {

@@ -1,7 +1,8 @@
-// fp32 <-> bf16 copies of activations for kernels that read or write bf16
-// (FlashInfer's prefill attention, flashinfer_prefill.h). Memory-bound; a
-// thread moves 4 values.
+// bf16 copies for kernels that read or write bf16 (FlashInfer's prefill
+// attention, flashinfer_prefill.h): of fp32 activations, back to fp32, and of
+// FP8 cache pages with their scales. Memory-bound; a thread moves 4 values.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 
@@ -46,6 +47,27 @@ __global__ void __launch_bounds__(kThreads) bf16_to_f32_kernel(const uint2* __re
   }
 }
 
+// One warp per cached row (page p of `pages`, slot j, kv head h): lane l
+// decodes codes 4l..4l+3 times the row's scale, rounded to bf16 (RNE).
+__global__ void __launch_bounds__(kThreads) fp8_pages_to_bf16_kernel(const uint32_t* __restrict__ cache,
+                                                                      const float* __restrict__ scales,
+                                                                      const int32_t* __restrict__ pages, int64_t rows,
+                                                                      int page_rows, uint2* __restrict__ out) {
+  grid_dependency_wait();
+  allow_dependents();
+  constexpr int kRowWords = kFp8Block / 4;  // a head_dim-128 row: 32 words of 4 codes
+  const int64_t warps = int64_t{gridDim.x} * (kThreads / kWarp), lane = threadIdx.x % kWarp;
+  for (int64_t r = blockIdx.x * int64_t{kThreads / kWarp} + threadIdx.x / kWarp; r < rows; r += warps) {
+    const int64_t src = int64_t{pages[r / page_rows]} * page_rows + r % page_rows;  // (slot, head) row of the cache
+    const float sc = scales[src];
+    const uint32_t w = cache[src * kRowWords + lane];
+    const float4 v = static_cast<float4>(*reinterpret_cast<const __nv_fp8x4_e4m3*>(&w));
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * sc, v.y * sc), hi = __floats2bfloat162_rn(v.z * sc, v.w * sc);
+    out[r * kRowWords + lane] =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 unsigned blocks_for(int64_t items, int64_t per_block) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(ceil_div(items, per_block), 8 * 1024)));
 }
@@ -66,6 +88,18 @@ cudaError_t launch_bf16_to_f32(const void* o, int64_t T, int64_t cols, float* ou
   if (T == 0) return cudaSuccess;
   return launch_pdl(bf16_to_f32_kernel, blocks_for(T * (cols / kFp8Block), kThreads / kWarp), kThreads, 0, stream,
                     static_cast<const uint2*>(o), T, cols, reinterpret_cast<float4*>(out), out8);
+}
+
+cudaError_t launch_fp8_pages_to_bf16(const uint8_t* cache, const float* scales, const int32_t* pages, int64_t n_pages,
+                                     int block_size, int kv_heads, int head_dim, void* out, cudaStream_t stream) {
+  if (head_dim != kFp8Block || block_size < 1 || kv_heads < 1 || reinterpret_cast<uintptr_t>(cache) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 8 != 0)
+    return cudaErrorInvalidValue;
+  const int page_rows = block_size * kv_heads;
+  const int64_t rows = n_pages * page_rows;
+  if (rows == 0) return cudaSuccess;
+  return launch_pdl(fp8_pages_to_bf16_kernel, blocks_for(rows, kThreads / kWarp), kThreads, 0, stream,
+                    reinterpret_cast<const uint32_t*>(cache), scales, pages, rows, page_rows, static_cast<uint2*>(out));
 }
 
 }  // namespace m2::cuda

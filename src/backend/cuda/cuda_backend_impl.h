@@ -162,8 +162,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
   bool graphs_enabled_ = true;
   bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
-  // Prefill attention over BF16 caches by FlashInfer's Hopper kernel
-  // (flashinfer_prefill.h) where built, unless M2CPP_ATTN_PREFILL=mma.
+  // Prefill attention by FlashInfer's Hopper kernel (flashinfer_prefill.h;
+  // FP8 caches through bf16 copies of their pages) where built, unless
+  // M2CPP_ATTN_PREFILL=mma.
   bool flashinfer_prefill_ = false;
   // The decode kernel for steps whose keys are split (attention_decode_on_mma;
   // M2CPP_ATTN_DECODE_SPLIT=simt|mma forces one).
@@ -180,10 +181,12 @@ class CudaBackend final : public Backend {
   Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
-  // FlashInfer's prefill attention: its work plan, and bf16 copies of q and o.
+  // FlashInfer's prefill attention: its work plan, bf16 copies of q and o,
+  // and for FP8 caches the pages it reads, copied to bf16.
   FlashInferPlan fi_plan_;
-  DeviceArray fi_plan_device_;
-  DeviceBuffer fi_q_, fi_o_;
+  std::vector<int32_t> fi_pages_host_;
+  DeviceArray fi_plan_device_, fi_pages_device_;
+  DeviceBuffer fi_q_, fi_o_, fi_k_, fi_v_;
   std::vector<uint8_t> attn_meta_host_;
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;

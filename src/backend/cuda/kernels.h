@@ -61,6 +61,12 @@ cudaError_t launch_f32_to_bf16(const float* x, int64_t n, void* y, cudaStream_t 
 // out = float(o) for a bf16 [T, cols] (cols a multiple of 128); with out8.q
 // also out's FP8 copy, as every FP8 producer writes it.
 cudaError_t launch_bf16_to_f32(const void* o, int64_t T, int64_t cols, float* out, Fp8Out out8, cudaStream_t stream);
+// out[i] = bf16(code x scale) of FP8 cache pages pages[0..n_pages): out is
+// [n_pages, block_size, kv_heads, head_dim] (head_dim 128), cache and scales
+// one layer's K (or V) codes [blocks, block_size, kv_heads, head_dim] and
+// scales [blocks, block_size, kv_heads].
+cudaError_t launch_fp8_pages_to_bf16(const uint8_t* cache, const float* scales, const int32_t* pages, int64_t n_pages,
+                                     int block_size, int kv_heads, int head_dim, void* out, cudaStream_t stream);
 
 // ---- elementwise.cu ----------------------------------------------------------
 // out[i, :] = table[ids[i], :] as fp32; table [V, H].
