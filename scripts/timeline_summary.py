@@ -11,7 +11,10 @@ between kernels count for the kernel after them). Printed per kernel name: launc
 median start-to-previous-end gap (negative: it started early and overlapped),
 exposed microseconds per step, and the share of the step.
 
-usage: timeline_summary.py timeline.csv [--skip N] [--top K]
+With --prefill: the long steps instead (a prefill chunk's kernels), e.g.
+--skip 1 --prefill for `bench decode`'s timed prefill (its first chunk runs
+once before, cold).
+usage: timeline_summary.py timeline.csv [--skip N] [--top K] [--prefill]
 """
 import argparse
 import collections
@@ -57,6 +60,7 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--skip", type=int, default=2, help="steps to skip first (warm-up, graph capture)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--prefill", action="store_true", help="the long (prefill) steps instead of the decode ones")
     a = ap.parse_args()
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -72,8 +76,10 @@ def main():
     span_of = lambda step: max(r["end"] for r in step) - step[0]["start"]
     typical = statistics.median(span_of(s) for s in steps)
     dropped = len(steps)
-    steps = [s for s in steps if span_of(s) <= 1.5 * typical]
+    steps = [s for s in steps if (span_of(s) > 1.5 * typical) == a.prefill]
     dropped -= len(steps)
+    if not steps:
+        sys.exit(f"no {'prefill' if a.prefill else 'decode'} steps in {a.csv}")
     spans = []
     exposed = collections.defaultdict(float)
     durations = collections.defaultdict(list)
@@ -91,7 +97,8 @@ def main():
     n = len(steps)
     span = statistics.median(spans)
     print(f"{n} steps: median span {span:.1f} us (min {min(spans):.1f}, max {max(spans):.1f}); "
-          f"{len(steps[0])} kernels in the first; {dropped} longer steps (prefill) left out")
+          f"{len(steps[0])} kernels in the first; {dropped} {'shorter (decode)' if a.prefill else 'longer (prefill)'} "
+          "steps left out")
     print(f"{'kernel':44} {'per step':>8} {'median us':>10} {'gap us':>8} {'exposed us/step':>16} {'share':>6}")
     for name, t in sorted(exposed.items(), key=lambda kv: -kv[1])[:a.top]:
         print(f"{name[:44]:44} {launches[name] / n:8.1f} {statistics.median(durations[name]):10.2f} "

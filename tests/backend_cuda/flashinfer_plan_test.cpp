@@ -59,7 +59,9 @@ void expect_plan(const std::vector<FlashInferSeq>& seqs, int heads, int ctas) {
   for (const auto& [key, n] : seen) EXPECT_EQ(n, 1);
   // Greedy least-loaded assignment: no CTA ends more than one item above another.
   const auto [lo, hi] = std::minmax_element(cost.begin(), cost.end());
-  if (items >= ctas) EXPECT_LE(*hi - *lo, max_item);
+  if (items >= ctas) {
+    EXPECT_LE(*hi - *lo, max_item);
+  }
 }
 
 TEST(FlashInferPlan, OneLongPrefill) { expect_plan({{0, 8192, 8192, 0}}, 48, 132); }
