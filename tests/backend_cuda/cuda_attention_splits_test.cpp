@@ -46,5 +46,27 @@ TEST(AttentionSplits, FewBlocksSplitLongContexts) {
     for (int64_t keys : {1, 63, 65, 700, 4097}) expect_covers(cuda::attention_splits(blocks, keys, kSms, 128), keys, 128);
 }
 
+// Which decode kernel the backend runs (attention_decode_on_mma): tensor
+// cores without a split, and for batch 1 from 8K keys (256 keys a split: the
+// measured crossover, docs/perf.md ninth pass); the SIMT kernel for the
+// short splits of shorter contexts; the forced modes; dtypes and shapes the
+// tensor-core kernel lacks.
+TEST(AttentionSplits, DecodeKernelChoice) {
+  using cuda::SplitDecode;
+  auto on_mma = [](int64_t blocks, int64_t keys, SplitDecode mode, DType dt = DType::kBF16, int group = 6) {
+    return cuda::attention_decode_on_mma(dt, 128, group, cuda::attention_splits(blocks, keys, kSms, kTile), mode);
+  };
+  EXPECT_TRUE(on_mma(33 * 8, 1024, SplitDecode::kAuto));   // a batch of 33: no split
+  EXPECT_TRUE(on_mma(33 * 8, 1024, SplitDecode::kSimt));   // the forced mode is for split steps only
+  EXPECT_FALSE(on_mma(8, 1024, SplitDecode::kAuto));       // batch 1: splits of 64 keys
+  EXPECT_FALSE(on_mma(8, 4096, SplitDecode::kAuto));       // 128 keys
+  EXPECT_TRUE(on_mma(8, 8192, SplitDecode::kAuto));        // 256 keys
+  EXPECT_TRUE(on_mma(8, 32768, SplitDecode::kAuto, DType::kF8E4M3));
+  EXPECT_TRUE(on_mma(8, 1024, SplitDecode::kMma));
+  EXPECT_FALSE(on_mma(8, 32768, SplitDecode::kSimt));
+  EXPECT_FALSE(on_mma(33 * 8, 1024, SplitDecode::kAuto, DType::kF32));
+  EXPECT_FALSE(on_mma(33 * 8, 1024, SplitDecode::kAuto, DType::kBF16, 12));  // group above 8
+}
+
 }  // namespace
 }  // namespace m2::test
