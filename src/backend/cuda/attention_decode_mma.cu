@@ -289,8 +289,9 @@ bool attention_decode_mma_supports(DType dtype, int head_dim, int group) {
 }
 
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream) {
-  if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits < 1 || a.block_size < 1 ||
-      a.kv_heads < 1 || a.splits > kMaxSplits || (a.splits > 1 && (!a.partials || !a.counters || a.split_keys <= 0 || a.split_keys % kTile != 0)))
+  const bool split_ok = a.splits == 1 || (a.partials && a.counters && a.split_keys > 0 && a.split_keys % kTile == 0);
+  if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits < 1 || a.splits > kMaxSplits ||
+      !split_ok || a.block_size < 1 || a.kv_heads < 1)
     return cudaErrorInvalidValue;
   if (a.num_items == 0) return cudaSuccess;
   if (a.dtype == DType::kF8E4M3) {

@@ -316,7 +316,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
       p.out8 = fp8_copy_for(out);
     if (flashinfer_prefill_ && (s.dtype == DType::kBF16 || s.dtype == DType::kF8E4M3) &&
         s.head_dim == kFlashInferHeadDim && !capturing_) {
-      attention_prefill_flashinfer(q, seqs, p, num_heads, p.out8, out);
+      attention_prefill_flashinfer(q, meta, seqs, p, num_heads, p.out8, out);
     } else {
       check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
         return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, "
@@ -469,6 +469,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
                         static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
     if (prefill_ok && sq.num_rows >= kPrefillMinRows) {
+      m.prefill_seqs.push_back(static_cast<int32_t>(i));
       // Last vectors first: causal, their blocks see the most keys, so they start first.
       for (int64_t v = (sq.num_rows * group - 1) / kPrefillVectors * kPrefillVectors; v >= 0; v -= kPrefillVectors)
         prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
@@ -492,6 +493,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
   m.num_decode_items = static_cast<int64_t>(decode_seqs.size());
   m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
                                                 "the attention work list"));
+  m.seqs = std::move(seq_list);
   return m;
 }
 

@@ -93,13 +93,15 @@ class CudaBackend final : public Backend {
     size_t seq_off = 0, item_off = 0, table_off = 0, prefill_off = 0, decode_off = 0;
     int64_t num_items = 0, num_prefill_items = 0, num_decode_items = 0;
     int64_t max_keys = 0, max_decode_keys = 0;  // of the general kernel's, the decode kernel's sequences
+    std::vector<AttnSeq> seqs;                   // host copies of the uploaded sequences (one per slice)
+    std::vector<int32_t> prefill_seqs;           // those of the prefill items (indices into seqs)
   };
   AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok, bool decode_ok);
-  // The prefill sequences of `seqs` (those upload_attention_meta made prefill
-  // items) by FlashInfer's kernel: q to bf16, the kernel, o back to fp32 (and
-  // out8). `a` holds the caches and the uploaded block tables.
-  void attention_prefill_flashinfer(Act q, std::span<const SeqSlice> seqs, const AttentionArgs& a, int heads,
-                                    Fp8Out out8, Act out);
+  // The prefill items' sequences (meta.prefill_seqs) by FlashInfer's kernel:
+  // q to bf16, the kernel, o back to fp32 (and out8). `a` holds the caches
+  // and the uploaded block tables; `seqs` the host block tables (FP8 pages).
+  void attention_prefill_flashinfer(Act q, const AttnMeta& meta, std::span<const SeqSlice> seqs,
+                                    const AttentionArgs& a, int heads, Fp8Out out8, Act out);
   // Key splits of `items` work items x kv heads over at most max_keys keys
   // (keys per split a multiple of `granule`): enough blocks to fill the GPU.
   void size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const;

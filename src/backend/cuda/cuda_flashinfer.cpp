@@ -3,36 +3,30 @@
 // plan, and the bf16 copies around the kernel.
 #include <algorithm>
 
-#include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_backend_impl.h"
 
 namespace m2::cuda {
 
-void CudaBackend::attention_prefill_flashinfer(Act q, std::span<const SeqSlice> seqs, const AttentionArgs& a,
-                                               int heads, Fp8Out out8, Act out) {
-  // The same sequences as upload_attention_meta's prefill items. A BF16
-  // cache is read in place, through the block tables uploaded with the work
-  // list (same offsets). FP8 pages are first copied to bf16 (code x scale,
-  // as the CPU reads them, then rounded) into a compact scratch whose page i
-  // is the i-th of the list: FlashInfer's FP8 kernel takes one scale per
-  // head, ours are per key and head.
+void CudaBackend::attention_prefill_flashinfer(Act q, const AttnMeta& meta, std::span<const SeqSlice> seqs,
+                                               const AttentionArgs& a, int heads, Fp8Out out8, Act out) {
+  // A BF16 cache is read in place, through the block tables uploaded with
+  // the work list. FP8 pages are first copied to bf16 (code x scale, as the
+  // CPU reads them, then rounded) into a compact scratch whose page i is the
+  // i-th of the list: FlashInfer's FP8 kernel takes one scale per head, ours
+  // are per key and head.
   const bool fp8 = a.dtype == DType::kF8E4M3;
   std::vector<FlashInferSeq> list;
   fi_pages_host_.clear();  // FP8: the source pages, then 0 .. n - 1 (the scratch's page ids)
-  int64_t table_offset = 0;
-  for (const SeqSlice& sq : seqs) {
-    if (sq.num_rows >= kPrefillMinRows) {
-      int64_t page_offset = table_offset;
-      if (fp8) {
-        page_offset = static_cast<int64_t>(fi_pages_host_.size());
-        const int64_t n = std::min<int64_t>((sq.context_len + a.block_size - 1) / a.block_size,
-                                            static_cast<int64_t>(sq.block_table.size()));
-        fi_pages_host_.insert(fi_pages_host_.end(), sq.block_table.begin(), sq.block_table.begin() + n);
-      }
-      list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
-                      static_cast<int32_t>(sq.context_len), static_cast<int32_t>(page_offset)});
+  for (int32_t i : meta.prefill_seqs) {
+    const AttnSeq& sq = meta.seqs[static_cast<size_t>(i)];
+    int32_t page_offset = sq.table_offset;
+    if (fp8) {
+      const std::span<const int32_t> table = seqs[static_cast<size_t>(i)].block_table;
+      const size_t n = std::min<size_t>((sq.context_len + a.block_size - 1) / a.block_size, table.size());
+      page_offset = static_cast<int32_t>(fi_pages_host_.size());
+      fi_pages_host_.insert(fi_pages_host_.end(), table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n));
     }
-    table_offset += static_cast<int64_t>(sq.block_table.size());
+    list.push_back({sq.first_row, sq.num_rows, sq.context_len, page_offset});
   }
   auto context = [&] {
     return fmt::format("FlashInfer prefill attention of q [{}, {}] over a {} cache ({} prefill sequences, {} kv "
