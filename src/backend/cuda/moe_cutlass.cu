@@ -220,7 +220,20 @@ __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs 
     set_weight(g.up3, e, expert_w13(x, x.w3, e), in.d3 + f * I);  // A, shapes and strides: up1's
     set_group(g.down, e, m, H, I, in.a2 + f * I, in.sfa2 + f * (I / kKBlock), expert_w2(x, e), in.d2 + f * H);
   }
-  for (int64_t r = threadIdx.x; r < in.P; r += blockDim.x) s.row_of_pair[in.sorted[r]] = static_cast<int32_t>(r);
+  // row_of_pair: the loads of a pass first, then its stores (a load per
+  // store cost a round trip per 1024 rows: 69 us at P = 65,536 on an H200).
+  constexpr int kLoads = 8;
+  for (int64_t r0 = threadIdx.x; r0 < in.P; r0 += int64_t{kLoads} * blockDim.x) {
+    int32_t pair[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int64_t r = r0 + int64_t{i} * blockDim.x;
+      pair[i] = r < in.P ? in.sorted[r] : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      if (pair[i] >= 0) s.row_of_pair[pair[i]] = static_cast<int32_t>(r0 + int64_t{i} * blockDim.x);
+  }
 }
 
 // A1 [P, H]: row r = x8 row of pair sorted[r]'s token; SFA1 in per-expert
@@ -240,25 +253,44 @@ __global__ void cutlass_moe_gather_kernel(const uint8_t* __restrict__ x8, const 
   sfa1[f * (H / kKBlock) + kb * m_e + (r - f)] = sx[kb * T + t];
 }
 
-// A2 + SFA2 = quantise(silu(D1) ⊙ D3): one warp per (row, 128 columns), the
-// amax / 448 rule of moe_fp8.cu's up epilogue (quantize_group128).
+// A2 + SFA2 = quantise(silu(D1) ⊙ D3): a warp per kSwigluGroups 128-column
+// groups of a row, all their loads issued first (one group a warp read 2.2
+// TB/s of D1 and D3 at an 8K prefill on an H200: 0.36 ms a layer), each group
+// quantised by the amax / 448 rule of moe_fp8.cu's up epilogue
+// (quantize_group128): the same bytes as one group a warp.
+constexpr int kSwigluGroups = 4;
 __global__ void cutlass_moe_swiglu_kernel(const float* __restrict__ d1, const float* __restrict__ d3, int64_t I,
                                           int E, const int32_t* __restrict__ first, uint8_t* __restrict__ a2,
                                           float* __restrict__ sfa2, int64_t P) {
-  const int64_t kbs = I / kKBlock, w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
+  const int64_t kbs = I / kKBlock, chunks = ceil_div(kbs, kSwigluGroups);
+  const int64_t w = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
-  if (w >= P * kbs) return;
-  const int64_t r = w / kbs, kb = w % kbs, at = r * I + kb * kKBlock + 4 * lane;
-  const float4 g = *reinterpret_cast<const float4*>(d1 + at), u = *reinterpret_cast<const float4*>(d3 + at);
-  float scale = 0.0f;
-  const uint32_t codes =
-      quantize_group128(make_float4(silu_mul(g.x, u.x), silu_mul(g.y, u.y), silu_mul(g.z, u.z), silu_mul(g.w, u.w)),
-                        &scale);
-  *reinterpret_cast<uint32_t*>(a2 + at) = codes;
-  if (lane != 0) return;
-  const int e = expert_of_row(first, E, r);
-  const int64_t f = first[e], m_e = first[e + 1] - f;
-  sfa2[f * kbs + kb * m_e + (r - f)] = scale;
+  if (w >= P * chunks) return;
+  const int64_t r = w / chunks, kb0 = (w % chunks) * kSwigluGroups;
+  float4 g[kSwigluGroups], u[kSwigluGroups];
+#pragma unroll
+  for (int i = 0; i < kSwigluGroups; ++i) {
+    if (kb0 + i >= kbs) break;
+    const int64_t at = r * I + (kb0 + i) * kKBlock + 4 * lane;
+    g[i] = *reinterpret_cast<const float4*>(d1 + at);
+    u[i] = *reinterpret_cast<const float4*>(d3 + at);
+  }
+  int64_t f = 0, m_e = 0;  // the row's expert block of SFA2 (lane 0 stores the scales)
+  if (lane == 0) {
+    const int e = expert_of_row(first, E, r);
+    f = first[e], m_e = first[e + 1] - f;
+  }
+#pragma unroll
+  for (int i = 0; i < kSwigluGroups; ++i) {
+    const int64_t kb = kb0 + i;
+    if (kb >= kbs) break;
+    float scale = 0.0f;
+    const uint32_t codes = quantize_group128(make_float4(silu_mul(g[i].x, u[i].x), silu_mul(g[i].y, u[i].y),
+                                                         silu_mul(g[i].z, u[i].z), silu_mul(g[i].w, u[i].w)),
+                                             &scale);
+    *reinterpret_cast<uint32_t*>(a2 + r * I + kb * kKBlock + 4 * lane) = codes;
+    if (lane == 0) sfa2[f * kbs + kb * m_e + (r - f)] = scale;
+  }
 }
 
 // out[t, :] = Σ_j w[t, j] · D2[row_of_pair[t * top_k + j], :], j in slot
@@ -348,8 +380,9 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up1, E, a.num_sms, l, stream)) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.up3, E, a.num_sms, l, stream)) != cudaSuccess) return e;
-  cutlass_moe_swiglu_kernel<<<static_cast<unsigned>(ceil_div(P * (I / kKBlock) * kWarp, kThreads)), kThreads, 0,
-                              stream>>>(io.d1, s.d3, I, E, s.first, io.a2, io.sfa2, P);
+  const int64_t swiglu_warps = P * ceil_div(I / kKBlock, kSwigluGroups);
+  cutlass_moe_swiglu_kernel<<<static_cast<unsigned>(ceil_div(swiglu_warps * kWarp, kThreads)), kThreads, 0, stream>>>(
+      io.d1, s.d3, I, E, s.first, io.a2, io.sfa2, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if ((e = run_gemm(l.args.down, E, a.num_sms, l, stream)) != cudaSuccess) return e;
   cutlass_moe_combine_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(a, io.d2, s.row_of_pair);
