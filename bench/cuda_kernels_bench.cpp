@@ -195,6 +195,7 @@ void bench_gemv_paths(Bench& b) {
               "F8_E4M3 " + dims(sh.N, sh.K), us, static_cast<double>(bytes), 2.0 * T * sh.N * sh.K);
       }
     }
+    cuda::gemv_mma_enabled() = true;  // the loop above ends on the SIMT core
     // The same weight every call (it fits in L2): what a product whose
     // weights were prefetched into L2 can reach; the "% copy" column then
     // compares L2 to the HBM copy rate.
