@@ -480,7 +480,8 @@ TEST_F(Fp8Gemm, DecodeMoeDownOnTensorCoresKeepsFp32Accuracy) {
 }
 
 // The CUTLASS grouped MoE (moe_cutlass.cu) on unbalanced routing: 16 experts
-// of the real shapes, then more experts at smaller multiples of 128; expert
+// of the real shapes, then more experts at smaller multiples of 128, the
+// last with enough pairs for the cooperative up GEMM; expert
 // 0 in every token, some experts in none. Against the CPU on fp32
 // activations (c), on the path's own quantised SwiGLU output (b: checks the
 // down GEMM, its per-expert scale blocks and the combine), and against our
@@ -492,7 +493,8 @@ TEST_F(Fp8Gemm, CutlassMoeMatchesCpuAndOwnKernel) {
     int64_t H, I, T;
   };
   const int k = 8;
-  for (const Case c : {Case{16, 3072, 1536, 9}, Case{64, 1024, 512, 64}, Case{256, 512, 256, 300}}) {
+  const Case cooperative{32, 512, 256, cuda::kMoeCutlassCooperativeMinPairs / k};
+  for (const Case c : {Case{16, 3072, 1536, 9}, Case{64, 1024, 512, 64}, Case{256, 512, 256, 300}, cooperative}) {
     HostTensors h(41 + c.E);
     const int64_t H = c.H, I = c.I, T = c.T, P = T * k;
     const int E = c.E;

@@ -1,6 +1,8 @@
 // The grouped FP8 MoE experts on CUTLASS 4.2's sm90 grouped GEMM with
-// blockwise scaling (moe_cutlass.h; the kernel configuration of
-// bench/cutlass_moe_bench.cu: pingpong, 64 x 128 x 128 tiles, cluster 1x1).
+// blockwise scaling (moe_cutlass.h), in two of the configurations of
+// bench/cutlass_moe_bench.cu: pingpong on 64 x 128 x 128 tiles, and for the
+// up GEMM of large prefills cooperative on 128 x 128 x 128 tiles in clusters
+// of 1 x 2.
 // Compiled for sm_90a only (CMake M2CPP_CUTLASS); the backend uses it on
 // sm_90 devices only (device_caps.h).
 //
@@ -9,7 +11,9 @@
 //               GEMMs' per-group shapes, pointers and strides; row_of_pair;
 //   2. x -> x8 + sx (launch_quantize_fp8; skipped when x's producer wrote
 //      them: MoeArgs::x8), gathered to A1 [P, H] + SFA1;
-//   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, two grouped GEMMs);
+//   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, one grouped GEMM of
+//      2E groups: W1 of expert e is group 2e, W3 group 2e + 1, so the two
+//      read expert e's rows of A1 one after the other, while in L2);
 //   4. A2 [P, I] + SFA2 = quantise(silu(D1) ⊙ D3) per row per 128;
 //   5. D2 = A2 · W2_eᵀ                   ([P, H] fp32);
 //   6. out[t] = Σ_j w[t, j] · D2[row_of_pair[t * top_k + j]], j in slot order.
@@ -45,7 +49,7 @@
 namespace m2::cuda {
 namespace {
 
-// ---- the CUTLASS kernel: one type for all three GEMMs ----------------------------
+// ---- the CUTLASS kernels: one per tile schedule --------------------------------
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
 using Shape3 = ProblemShape::UnderlyingProblemShape;
@@ -59,31 +63,49 @@ using ScaleConfig =
     cutlass::detail::Sm90BlockwiseScaleConfig<1, kKBlock, kKBlock, cute::GMMA::Major::MN, cute::GMMA::Major::K>;
 using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
 using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
-using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
-using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 
-using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, float, LayoutD*, kAlignD,
-    cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
-    cutlass::epilogue::fusion::LinearCombination<float, float, void, float>>::CollectiveOp;
-using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
-    ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise>::CollectiveOp;
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-using StrideA = GemmKernel::InternalStrideA;
-using StrideB = GemmKernel::InternalStrideB;
-using StrideD = GemmKernel::InternalStrideD;
-static_assert(std::is_same_v<GemmKernel::InternalStrideC, StrideD>, "C and D share strides");
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule>
+struct GroupedGemm {
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, float, LayoutD*,
+      kAlignD, EpilogueSchedule, cutlass::epilogue::fusion::LinearCombination<float, float, void, float>>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
+      ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+// Pingpong on 64 x 128 tiles: two consumer warpgroups alternating, one's
+// epilogue under the other's products; little padding for the few rows an
+// expert gets at decode sizes. Every GEMM but the large up GEMM.
+using Pingpong = GroupedGemm<cute::Shape<cute::_64, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
+                             cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                             cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+// Cooperative on 128 x 128 tiles, clusters of two CTAs along N sharing each
+// A tile: the up GEMM from kMoeCutlassCooperativeMinPairs pairs (bench/cutlass_moe_bench.cu
+// on an H200, W1|W3 at 8,192 tokens: 1,578 us against 1,744 pingpong; at
+// 2,048 tokens 741 against 699; the down GEMM is faster on pingpong at both).
+using Cooperative =
+    GroupedGemm<cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+using StrideA = Pingpong::Kernel::InternalStrideA;
+using StrideB = Pingpong::Kernel::InternalStrideB;
+using StrideD = Pingpong::Kernel::InternalStrideD;
+static_assert(std::is_same_v<Pingpong::Kernel::InternalStrideC, StrideD>, "C and D share strides");
+static_assert(std::is_same_v<Cooperative::Kernel::InternalStrideA, StrideA> &&
+                  std::is_same_v<Cooperative::Kernel::InternalStrideB, StrideB> &&
+                  std::is_same_v<Cooperative::Kernel::InternalStrideD, StrideD>,
+              "both kernels take the same group arguments");
 
-// The workspace (per-SM TMA descriptors) is sized for this many SMs once;
-// the GEMMs of one call run one after another and share it.
+// The workspace (per-SM TMA descriptors) is sized for this many SMs once,
+// for either kernel; the GEMMs of one call run one after another and share it.
 constexpr int kMaxSms = 1024;
 
-// One grouped GEMM's per-group arguments, [E] each.
+// One grouped GEMM's per-group arguments, one entry per group.
 struct GroupArgs {
   Shape3* shapes;
   const ElementA** a;
@@ -95,9 +117,9 @@ struct GroupArgs {
   float** d;
   StrideD* stride_d;
 };
-// The three GEMMs: W1 and W3 share A, SFA, shapes and strides.
+// The two GEMMs: up ([2E] groups, W1 and W3 of each expert) and down ([E]).
 struct AllArgs {
-  GroupArgs up1, up3, down;
+  GroupArgs up, down;
 };
 
 // Regions of the CUTLASS scratch (moe_cutlass.h) plus the argument arrays and
@@ -109,11 +131,12 @@ struct Layout {
   size_t workspace_bytes;
 };
 
+template <class G>
 size_t workspace_bytes() {
-  typename Gemm::Arguments args;
+  typename G::Device::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.hw_info.sm_count = kMaxSms;
-  return Gemm::get_workspace_size(args);
+  return G::Device::get_workspace_size(args);
 }
 
 Layout carve(void* region, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, size_t* total) {
@@ -125,25 +148,20 @@ Layout carve(void* region, int64_t T, int top_k, int64_t H, int64_t I, int64_t E
   l.s.a1 = lay.take(static_cast<size_t>(P * H));
   l.s.sfa1 = reinterpret_cast<float*>(lay.take(sizeof(float) * P * (H / kKBlock)));
   l.s.d3 = reinterpret_cast<float*>(lay.take(sizeof(float) * P * I));
-  auto arrays = [&](GroupArgs& g, const GroupArgs* shared) {
-    if (shared) {
-      g = *shared;
-    } else {
-      g.shapes = reinterpret_cast<Shape3*>(lay.take(sizeof(Shape3) * E));
-      g.a = reinterpret_cast<const ElementA**>(lay.take(sizeof(void*) * E));
-      g.sfa = reinterpret_cast<const float**>(lay.take(sizeof(void*) * E));
-      g.stride_a = reinterpret_cast<StrideA*>(lay.take(sizeof(StrideA) * E));
-      g.stride_b = reinterpret_cast<StrideB*>(lay.take(sizeof(StrideB) * E));
-      g.stride_d = reinterpret_cast<StrideD*>(lay.take(sizeof(StrideD) * E));
-    }
-    g.b = reinterpret_cast<const ElementB**>(lay.take(sizeof(void*) * E));
-    g.sfb = reinterpret_cast<const float**>(lay.take(sizeof(void*) * E));
-    g.d = reinterpret_cast<float**>(lay.take(sizeof(void*) * E));
+  auto arrays = [&](GroupArgs& g, int64_t groups) {
+    g.shapes = reinterpret_cast<Shape3*>(lay.take(sizeof(Shape3) * groups));
+    g.a = reinterpret_cast<const ElementA**>(lay.take(sizeof(void*) * groups));
+    g.sfa = reinterpret_cast<const float**>(lay.take(sizeof(void*) * groups));
+    g.stride_a = reinterpret_cast<StrideA*>(lay.take(sizeof(StrideA) * groups));
+    g.stride_b = reinterpret_cast<StrideB*>(lay.take(sizeof(StrideB) * groups));
+    g.stride_d = reinterpret_cast<StrideD*>(lay.take(sizeof(StrideD) * groups));
+    g.b = reinterpret_cast<const ElementB**>(lay.take(sizeof(void*) * groups));
+    g.sfb = reinterpret_cast<const float**>(lay.take(sizeof(void*) * groups));
+    g.d = reinterpret_cast<float**>(lay.take(sizeof(void*) * groups));
   };
-  arrays(l.args.up1, nullptr);
-  arrays(l.args.up3, &l.args.up1);
-  arrays(l.args.down, nullptr);
-  l.workspace_bytes = workspace_bytes();
+  arrays(l.args.up, 2 * E);
+  arrays(l.args.down, E);
+  l.workspace_bytes = std::max(workspace_bytes<Pingpong>(), workspace_bytes<Cooperative>());
   l.workspace = lay.take(l.workspace_bytes);
   *total = lay.size();
   return l;
@@ -176,15 +194,9 @@ struct ArgsIn {
   float *d1, *d3, *d2;
 };
 
-// Group e's weight operand (B, SFB: the expert's codes and 128 x 128 scales
-// as stored) and output D [M_e, N].
-__device__ inline void set_weight(GroupArgs& g, int e, const DeviceWeight& w, float* d) {
-  g.b[e] = reinterpret_cast<const ElementB*>(w.data);
-  g.sfb[e] = w.scales;
-  g.d[e] = d;
-}
 // Group e of a GEMM D [m, N] = A [m, K] · Wᵀ: shape, A and its compact SFA
-// block, packed strides, and the weight operand.
+// block, packed strides, the weight operand (B, SFB: the expert's codes and
+// 128 x 128 scales as stored) and the output.
 __device__ inline void set_group(GroupArgs& g, int e, int m, int N, int K, const uint8_t* a, const float* sfa,
                                  const DeviceWeight& w, float* d) {
   g.shapes[e] = cute::make_shape(m, N, K);
@@ -193,7 +205,9 @@ __device__ inline void set_group(GroupArgs& g, int e, int m, int N, int K, const
   g.stride_a[e] = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, K, 1));
   g.stride_b[e] = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(N, K, 1));
   g.stride_d[e] = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, N, 1));
-  set_weight(g, e, w, d);
+  g.b[e] = reinterpret_cast<const ElementB*>(w.data);
+  g.sfb[e] = w.scales;
+  g.d[e] = d;
 }
 
 // One block, shared memory [E] ints: first[], row_of_pair[], and every
@@ -216,8 +230,10 @@ __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs 
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     const int m = count[e];
     const int64_t f = s.first[e];
-    set_group(g.up1, e, m, I, H, in.a1 + f * H, in.sfa1 + f * (H / kKBlock), expert_w13(x, x.w1, e), in.d1 + f * I);
-    set_weight(g.up3, e, expert_w13(x, x.w3, e), in.d3 + f * I);  // A, shapes and strides: up1's
+    const uint8_t* a1 = in.a1 + f * H;
+    const float* sfa1 = in.sfa1 + f * (H / kKBlock);
+    set_group(g.up, 2 * e, m, I, H, a1, sfa1, expert_w13(x, x.w1, e), in.d1 + f * I);
+    set_group(g.up, 2 * e + 1, m, I, H, a1, sfa1, expert_w13(x, x.w3, e), in.d3 + f * I);
     set_group(g.down, e, m, H, I, in.a2 + f * I, in.sfa2 + f * (I / kKBlock), expert_w2(x, e), in.d2 + f * H);
   }
   // row_of_pair: the loads of a pass first, then its stores (a load per
@@ -317,7 +333,10 @@ cudaError_t status_error(cutlass::Status s) {
 // One grouped GEMM over all E groups, problem shapes on the device only
 // (host shapes null: CUTLASS launches one persistent CTA per SM and skips
 // groups without tiles).
+template <class G>
 cudaError_t run_gemm(const GroupArgs& g, int E, int sms, const Layout& l, cudaStream_t stream) {
+  using Gemm = typename G::Device;
+  using GemmKernel = typename G::Kernel;
   typename Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.problem_shape = {E, g.shapes, nullptr};
@@ -378,13 +397,14 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   cutlass_moe_gather_kernel<<<static_cast<unsigned>(ceil_div(P * (H / 16), kThreads)), kThreads, 0, stream>>>(
       q.x8, q.sx, T, a.top_k, H, E, io.sorted, s.first, s.a1, s.sfa1, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  if ((e = run_gemm(l.args.up1, E, a.num_sms, l, stream)) != cudaSuccess) return e;
-  if ((e = run_gemm(l.args.up3, E, a.num_sms, l, stream)) != cudaSuccess) return e;
+  e = P >= kMoeCutlassCooperativeMinPairs ? run_gemm<Cooperative>(l.args.up, 2 * E, a.num_sms, l, stream)
+                                : run_gemm<Pingpong>(l.args.up, 2 * E, a.num_sms, l, stream);
+  if (e != cudaSuccess) return e;
   const int64_t swiglu_warps = P * ceil_div(I / kKBlock, kSwigluGroups);
   cutlass_moe_swiglu_kernel<<<static_cast<unsigned>(ceil_div(swiglu_warps * kWarp, kThreads)), kThreads, 0, stream>>>(
       io.d1, s.d3, I, E, s.first, io.a2, io.sfa2, P);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  if ((e = run_gemm(l.args.down, E, a.num_sms, l, stream)) != cudaSuccess) return e;
+  if ((e = run_gemm<Pingpong>(l.args.down, E, a.num_sms, l, stream)) != cudaSuccess) return e;
   cutlass_moe_combine_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(a, io.d2, s.row_of_pair);
   return cudaGetLastError();
 }

@@ -52,6 +52,11 @@ struct MoeCutlassIo {
   float* d2 = nullptr;
 };
 
+// From this many (token, expert) pairs the up GEMM runs on CUTLASS's
+// cooperative kernel (128 x 128 tiles, clusters of 1 x 2), below on the
+// pingpong kernel (64 x 128 tiles) that every other GEMM uses.
+constexpr int64_t kMoeCutlassCooperativeMinPairs = 32768;
+
 // The CUTLASS path's own scratch region. Rows of A1, A2, D1, D3 and D2 are
 // in sorted order: expert e's M_e pairs at rows [first[e], first[e + 1]).
 // CUTLASS 4.2's grouped blockwise mainloop rebuilds each group's scale
@@ -64,7 +69,7 @@ struct MoeCutlassScratch {
   uint8_t* a1 = nullptr;          // [P, H] e4m3: x rows gathered in sorted order
   float* sfa1 = nullptr;          // [P * H / 128], per-expert blocks
   float* d3 = nullptr;            // [P, I] fp32: the up projection
-  // Per-group argument arrays of the three GEMMs and CUTLASS's workspace
+  // Per-group argument arrays of the GEMMs and CUTLASS's workspace
   // follow (moe_cutlass.cu).
 };
 size_t moe_cutlass_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts);
