@@ -146,6 +146,10 @@ using Pingpong64 = GroupedFp8<Shape<_64, _128, _128>, Shape<_1, _1, _1>,
 using Pingpong64M2 = GroupedFp8<Shape<_64, _128, _128>, Shape<_2, _1, _1>,
                                 cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
                                 cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+// Clusters of two CTAs along N share each activation tile.
+using Pingpong64N2 = GroupedFp8<Shape<_64, _128, _128>, Shape<_1, _2, _1>,
+                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                                cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using Coop128C1 = GroupedFp8<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
                              cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
                              cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
@@ -621,6 +625,7 @@ int main(int argc, char** argv) {
 #ifndef M2CPP_CUTLASS_ONE_CONFIG
     bench_cfg("pingpong 64x128", Pingpong64{});
     bench_cfg("pingpong 64x128 c2x1", Pingpong64M2{});
+    bench_cfg("pingpong 64x128 c1x2", Pingpong64N2{});
     bench_cfg("coop 128x128 c1x1", Coop128C1{});
     bench_cfg("coop 128x128 c2x1", Coop128M2{});
 #endif
