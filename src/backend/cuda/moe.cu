@@ -19,14 +19,13 @@
 // CUTLASS's grouped GEMMs with one group per expert (moe_cutlass.cu).
 #include <algorithm>
 
-#include <cub/block/block_scan.cuh>
-
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/experts.cuh"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/moe_cutlass.h"
 #include "backend/cuda/moe_decode.h"
+#include "backend/cuda/moe_group.h"
 
 namespace m2::cuda {
 namespace {
@@ -55,73 +54,6 @@ __device__ void up_rows(const MoeArgs& a, int64_t e, const float4* xs, const XLa
       const float gs = warp_sum(acc[0][r][t]), us = warp_sum(acc[1][r][t]);
       if (lane == r * TM + t && t < T && n + r < I) u[pair_of(t) * I + n + r] = silu_mul(gs, us);
     }
-}
-
-// One block of kGroupThreads: pairs grouped by expert (order inside an
-// expert is arbitrary; results do not depend on it) and cut into tiles
-// {expert, first, count} of at most tile_pairs pairs. The experts' offsets
-// and first tiles are block-wide exclusive prefix sums (thread i holds
-// experts [4i, 4i + 4)): one thread walking the E experts with a 64-bit
-// division each took 29 us at E = 256 on an H200 (Nsight Compute, batch 64).
-constexpr int kGroupThreads = 1024, kGroupPerThread = 4;  // E <= 4096 (launch_moe)
-constexpr int kIdLoads = 8;
-
-// f(ids[p], p) for this thread's pairs p = threadIdx.x + i * kGroupThreads,
-// kIdLoads loads issued before the calls that use them.
-template <class F>
-__device__ inline void for_ids(const int32_t* __restrict__ ids, int64_t P, F f) {
-  for (int64_t p0 = threadIdx.x; p0 < P; p0 += int64_t{kIdLoads} * kGroupThreads) {
-    int32_t e[kIdLoads];
-#pragma unroll
-    for (int i = 0; i < kIdLoads; ++i) {
-      const int64_t p = p0 + int64_t{i} * kGroupThreads;
-      e[i] = p < P ? __ldg(ids + p) : -1;
-    }
-#pragma unroll
-    for (int i = 0; i < kIdLoads; ++i)
-      if (e[i] >= 0) f(e[i], p0 + int64_t{i} * kGroupThreads);
-  }
-}
-__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* __restrict__ ids, int64_t P, int E,
-                                                                  int tile_pairs, int32_t* __restrict__ sorted,
-                                                                  int4* __restrict__ tiles, int* __restrict__ num_tiles) {
-  using Scan = cub::BlockScan<int, kGroupThreads>;
-  __shared__ typename Scan::TempStorage scan;
-  extern __shared__ int counts[];  // [E] counts, then cursors; [E] offsets; [E] first tiles
-  int* offset = counts + E;
-  int* first_tile = counts + 2 * E;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
-  __syncthreads();
-  // Every pass loads kIdLoads ids before its atomics: a load per atomic made
-  // each of the two walks over P pairs one memory round trip per 1024 pairs
-  // (P = 65,536 at an 8K prefill: 77 us for the kernel on an H200, timeline).
-  for_ids(ids, P, [&](int32_t e, int64_t) { atomicAdd(&counts[e], 1); });
-  __syncthreads();
-  int c[kGroupPerThread], t[kGroupPerThread], oc[kGroupPerThread], ot[kGroupPerThread];
-#pragma unroll
-  for (int j = 0; j < kGroupPerThread; ++j) {
-    const int e = threadIdx.x * kGroupPerThread + j;
-    c[j] = e < E ? counts[e] : 0;
-    t[j] = (c[j] + tile_pairs - 1) / tile_pairs;
-  }
-  int total_tiles = 0;
-  Scan(scan).ExclusiveSum(c, oc);
-  __syncthreads();  // the scan's storage is reused
-  Scan(scan).ExclusiveSum(t, ot, total_tiles);
-#pragma unroll
-  for (int j = 0; j < kGroupPerThread; ++j) {
-    const int e = threadIdx.x * kGroupPerThread + j;
-    if (e < E) offset[e] = oc[j], first_tile[e] = ot[j];
-  }
-  if (threadIdx.x == 0) *num_tiles = total_tiles;
-  __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x)
-    for (int i = 0; i * tile_pairs < counts[e]; ++i)
-      tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * tile_pairs, min(tile_pairs, counts[e] - i * tile_pairs), 0);
-  __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = offset[e];
-  __syncthreads();
-  for_ids(ids, P, [&](int32_t e, int64_t p) { sorted[atomicAdd(&counts[e], 1)] = static_cast<int32_t>(p); });
 }
 
 // grid (max tiles, I / (kWarps * 4)).
@@ -186,8 +118,9 @@ struct Scratch {
   int32_t* sorted;
   int4* tiles;
   int* num_tiles;
+  void* group;  // launch_moe_group's scratch
 };
-int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return ceil_div(pairs, tile_pairs) + std::min(E, pairs); }
+int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return moe_group_max_tiles(pairs, E, tile_pairs); }
 Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, bool cutlass, size_t* total) {
   const int64_t P = T * top_k;
   ScratchLayout layout(base);
@@ -205,6 +138,7 @@ Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E,
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
   s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E, kTileTokens)));  // the most tiles
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
+  s.group = take(moe_group_scratch_bytes(P, E));
   *total = layout.size();
   return s;
 }
@@ -222,10 +156,13 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const bool tensor_cores = moe_reads_x8(a);
 #if defined(M2CPP_WITH_CUTLASS)
   if (tensor_cores && a.use_cutlass) {
-    // One tile per expert with pairs ({expert, first, count}: tile_pairs P).
-    moe_group_kernel<<<1, kGroupThreads, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E),
-                                                                static_cast<int>(P), s.sorted, s.tiles, s.num_tiles);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    // One tile per expert with pairs ({expert, first, count}: tile_pairs P);
+    // the CUTLASS path's row_of_pair written on the way.
+    const MoeCutlassScratch cs = moe_cutlass_carve(s.cutlass, a.T, a.top_k, H, I, E);
+    if ((e = launch_moe_group({a.expert_ids, P, static_cast<int>(E), static_cast<int>(P), s.sorted, s.tiles,
+                               s.num_tiles, cs.row_of_pair, s.group},
+                              stream)) != cudaSuccess)
+      return e;
     const MoeFp8Scratch f = moe_fp8_carve(s.fp8, a.T, a.top_k, H, I);
     return launch_moe_cutlass(a, MoeCutlassIo{s.sorted, s.tiles, s.num_tiles, f.x8, f.sx, f.u8, f.su, s.u, s.y},
                               s.cutlass, stream);
@@ -233,8 +170,10 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
 #endif
   const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
   const unsigned tiles = static_cast<unsigned>(max_tiles(P, E, tile_pairs));
-  moe_group_kernel<<<1, kGroupThreads, 3 * E * sizeof(int), stream>>>(a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted,
-                                                              s.tiles, s.num_tiles);
+  if ((e = launch_moe_group({a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted, s.tiles, s.num_tiles, nullptr,
+                             s.group},
+                            stream)) != cudaSuccess)
+    return e;
   if (tensor_cores) {
     if ((e = launch_moe_fp8_experts(a, MoeFp8Groups{s.sorted, s.tiles, s.num_tiles, tiles}, s.fp8, s.y, stream)) !=
         cudaSuccess)
@@ -275,7 +214,7 @@ cudaError_t launch_moe(const MoeArgs& a, cudaStream_t stream) {
   const DeviceExperts& x = a.experts;
   const DeviceWeight probe{x.w1, nullptr, x.dtype, x.intermediate, x.hidden, 0};
   const DeviceWeight probe2{x.w2, nullptr, x.dtype, x.hidden, x.intermediate, 0};
-  if (a.top_k > kMoeMaxTopK || x.num_experts > kGroupThreads * kGroupPerThread || !gemv_compatible(probe) ||
+  if (a.top_k > kMoeMaxTopK || x.num_experts > kMoeGroupMaxExperts || !gemv_compatible(probe) ||
       !gemv_compatible(probe2) || x.stride13 % 16 != 0 || x.stride2 % 16 != 0)
     return cudaErrorInvalidValue;
   switch (x.dtype) {

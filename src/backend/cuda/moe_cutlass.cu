@@ -7,8 +7,9 @@
 // sm_90 devices only (device_caps.h).
 //
 // Per call, all on the stream, E = all experts as groups:
-//   1. args:    per-expert M_e and first[e] from moe.cu's grouping; the
-//               GEMMs' per-group shapes, pointers and strides; row_of_pair;
+//   1. args:    per-expert M_e and first[e] from moe.cu's grouping (which
+//               also wrote row_of_pair); the GEMMs' per-group shapes,
+//               pointers and strides;
 //   2. x -> x8 + sx (launch_quantize_fp8; skipped when x's producer wrote
 //      them: MoeArgs::x8), gathered to A1 [P, H] + SFA1;
 //   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, one grouped GEMM of
@@ -185,8 +186,6 @@ struct ArgsIn {
   DeviceExperts x;
   const int4* tiles;  // {expert, first, count}, one per expert with pairs
   const int* num_tiles;
-  const int32_t* sorted;
-  int64_t P;
   uint8_t* a1;
   float* sfa1;
   uint8_t* a2;
@@ -210,8 +209,9 @@ __device__ inline void set_group(GroupArgs& g, int e, int m, int N, int K, const
   g.d[e] = d;
 }
 
-// One block, shared memory [E] ints: first[], row_of_pair[], and every
-// group's arguments (empty experts too: M_e = 0, their pointers unused).
+// One block, shared memory [E] ints: first[] and every group's arguments
+// (empty experts too: M_e = 0, their pointers unused). row_of_pair is the
+// grouping's (moe_group.h).
 __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs g) {
   extern __shared__ int count[];
   const DeviceExperts& x = in.x;
@@ -235,20 +235,6 @@ __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs 
     set_group(g.up, 2 * e, m, I, H, a1, sfa1, expert_w13(x, x.w1, e), in.d1 + f * I);
     set_group(g.up, 2 * e + 1, m, I, H, a1, sfa1, expert_w13(x, x.w3, e), in.d3 + f * I);
     set_group(g.down, e, m, H, I, in.a2 + f * I, in.sfa2 + f * (I / kKBlock), expert_w2(x, e), in.d2 + f * H);
-  }
-  // row_of_pair: the loads of a pass first, then its stores (a load per
-  // store cost a round trip per 1024 rows: 69 us at P = 65,536 on an H200).
-  constexpr int kLoads = 8;
-  for (int64_t r0 = threadIdx.x; r0 < in.P; r0 += int64_t{kLoads} * blockDim.x) {
-    int32_t pair[kLoads];
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int64_t r = r0 + int64_t{i} * blockDim.x;
-      pair[i] = r < in.P ? in.sorted[r] : -1;
-    }
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i)
-      if (pair[i] >= 0) s.row_of_pair[pair[i]] = static_cast<int32_t>(r0 + int64_t{i} * blockDim.x);
   }
 }
 
@@ -408,7 +394,7 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   size_t total = 0;
   const Layout l = carve(region, T, a.top_k, H, I, E, &total);
   const MoeCutlassScratch& s = l.s;
-  const ArgsIn in{x, io.tiles, io.num_tiles, io.sorted, P, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
+  const ArgsIn in{x, io.tiles, io.num_tiles, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
   cutlass_moe_args_kernel<<<1, 1024, E * sizeof(int), stream>>>(in, s, l.args);
   MoeArgs q = a;
   cudaError_t e = moe_quantize_x(q, io.x8, io.sx, stream);

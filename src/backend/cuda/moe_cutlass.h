@@ -30,9 +30,10 @@ inline constexpr bool kCutlassMoeBuilt = false;
 bool moe_cutlass_enabled_by_env();
 
 // What launch_moe_cutlass takes from moe.cu: the pairs grouped by expert
-// (moe_group_kernel with one tile per expert: sorted[] pair indices, tiles
-// {expert, first, count} for the experts with pairs, in expert order) and
-// the regions of moe.cu's scratch it reuses:
+// (launch_moe_group with one tile per expert: sorted[] pair indices, tiles
+// {expert, first, count} for the experts with pairs, in expert order, and
+// MoeCutlassScratch::row_of_pair written) and the regions of moe.cu's
+// scratch it reuses:
 //   x8 [T, H] e4m3 + sx [H / 128, T]  x quantised per token (moe_fp8_carve's x8, sx;
 //                                     unused when MoeArgs::x8 is set);
 //   a2 [P, I] e4m3 + sfa2 [P * I / 128] the SwiGLU output, rows in sorted
