@@ -120,7 +120,6 @@ struct Scratch {
   int* num_tiles;
   void* group;  // launch_moe_group's scratch
 };
-int64_t max_tiles(int64_t pairs, int64_t E, int tile_pairs) { return moe_group_max_tiles(pairs, E, tile_pairs); }
 Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E, bool cutlass, size_t* total) {
   const int64_t P = T * top_k;
   ScratchLayout layout(base);
@@ -136,7 +135,7 @@ Scratch carve(void* base, int64_t T, int top_k, int64_t H, int64_t I, int64_t E,
   s.u = reinterpret_cast<float*>(take(sizeof(float) * P * I));
   s.y = reinterpret_cast<float*>(take(sizeof(float) * P * H));
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * P));
-  s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * max_tiles(P, E, kTileTokens)));  // the most tiles
+  s.tiles = reinterpret_cast<int4*>(take(sizeof(int4) * moe_group_max_tiles(P, E, kTileTokens)));  // the most tiles
   s.num_tiles = reinterpret_cast<int*>(take(sizeof(int)));
   s.group = take(moe_group_scratch_bytes(P, E));
   *total = layout.size();
@@ -156,22 +155,21 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const bool tensor_cores = moe_reads_x8(a);
 #if defined(M2CPP_WITH_CUTLASS)
   if (tensor_cores && a.use_cutlass) {
-    // One tile per expert with pairs ({expert, first, count}: tile_pairs P);
-    // the CUTLASS path's row_of_pair written on the way.
+    // The CUTLASS path's first[] and row_of_pair written by the grouping
+    // (its tiles, one per expert with pairs, are not read).
     const MoeCutlassScratch cs = moe_cutlass_carve(s.cutlass, a.T, a.top_k, H, I, E);
     if ((e = launch_moe_group({a.expert_ids, P, static_cast<int>(E), static_cast<int>(P), s.sorted, s.tiles,
-                               s.num_tiles, cs.row_of_pair, s.group},
+                               s.num_tiles, cs.first, cs.row_of_pair, s.group},
                               stream)) != cudaSuccess)
       return e;
     const MoeFp8Scratch f = moe_fp8_carve(s.fp8, a.T, a.top_k, H, I);
-    return launch_moe_cutlass(a, MoeCutlassIo{s.sorted, s.tiles, s.num_tiles, f.x8, f.sx, f.u8, f.su, s.u, s.y},
-                              s.cutlass, stream);
+    return launch_moe_cutlass(a, MoeCutlassIo{s.sorted, f.x8, f.sx, f.u8, f.su, s.u, s.y}, s.cutlass, stream);
   }
 #endif
   const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
-  const unsigned tiles = static_cast<unsigned>(max_tiles(P, E, tile_pairs));
+  const unsigned tiles = static_cast<unsigned>(moe_group_max_tiles(P, E, tile_pairs));
   if ((e = launch_moe_group({a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted, s.tiles, s.num_tiles, nullptr,
-                             s.group},
+                             nullptr, s.group},
                             stream)) != cudaSuccess)
     return e;
   if (tensor_cores) {

@@ -7,9 +7,9 @@
 // sm_90 devices only (device_caps.h).
 //
 // Per call, all on the stream, E = all experts as groups:
-//   1. args:    per-expert M_e and first[e] from moe.cu's grouping (which
-//               also wrote row_of_pair); the GEMMs' per-group shapes,
-//               pointers and strides;
+//   1. args:    the GEMMs' per-group shapes, pointers and strides, from
+//               first[] (M_e = first[e + 1] - first[e]), which moe.cu's
+//               grouping wrote with row_of_pair;
 //   2. x -> x8 + sx (launch_quantize_fp8; skipped when x's producer wrote
 //      them: MoeArgs::x8), gathered to A1 [P, H] + SFA1;
 //   3. D1 = A1 · W1_eᵀ, D3 = A1 · W3_eᵀ  ([P, I] fp32, one grouped GEMM of
@@ -42,6 +42,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/fp8_mma.cuh"
 #include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_group.h"
 
 #if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED) || !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
 #error "moe_cutlass.cu needs sm_90a (CMake compiles it for 90a-real only) and CUDA >= 12.3"
@@ -184,8 +185,6 @@ __device__ inline int expert_of_row(const int32_t* first, int E, int64_t r) {
 
 struct ArgsIn {
   DeviceExperts x;
-  const int4* tiles;  // {expert, first, count}, one per expert with pairs
-  const int* num_tiles;
   uint8_t* a1;
   float* sfa1;
   uint8_t* a2;
@@ -209,27 +208,15 @@ __device__ inline void set_group(GroupArgs& g, int e, int m, int N, int K, const
   g.d[e] = d;
 }
 
-// One block, shared memory [E] ints: first[] and every group's arguments
-// (empty experts too: M_e = 0, their pointers unused). row_of_pair is the
-// grouping's (moe_group.h).
+// Every group's arguments (empty experts too: M_e = 0, their pointers
+// unused) from the grouping's first[] (moe_group.h).
 __global__ void cutlass_moe_args_kernel(ArgsIn in, MoeCutlassScratch s, AllArgs g) {
-  extern __shared__ int count[];
   const DeviceExperts& x = in.x;
   const int E = static_cast<int>(x.num_experts);
   const int H = static_cast<int>(x.hidden), I = static_cast<int>(x.intermediate);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
-  __syncthreads();
-  for (int i = threadIdx.x; i < *in.num_tiles; i += blockDim.x) count[in.tiles[i].x] = in.tiles[i].z;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // the grouping's offsets again: a prefix sum in expert order
-    int o = 0;
-    for (int e = 0; e < E; ++e) s.first[e] = o, o += count[e];
-    s.first[E] = o;
-  }
-  __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const int m = count[e];
     const int64_t f = s.first[e];
+    const int m = static_cast<int>(s.first[e + 1] - f);
     const uint8_t* a1 = in.a1 + f * H;
     const float* sfa1 = in.sfa1 + f * (H / kKBlock);
     set_group(g.up, 2 * e, m, I, H, a1, sfa1, expert_w13(x, x.w1, e), in.d1 + f * I);
@@ -388,14 +375,14 @@ cudaError_t launch_moe_cutlass(const MoeArgs& a, const MoeCutlassIo& io, void* r
   const DeviceExperts& x = a.experts;
   const int64_t T = a.T, H = x.hidden, I = x.intermediate, P = T * a.top_k;
   const int E = static_cast<int>(x.num_experts);
-  if (!moe_fp8_supported(x) || E > 4096 || P <= 0 || P > INT32_MAX || a.num_sms <= 0 || a.num_sms > kMaxSms ||
+  if (!moe_fp8_supported(x) || E > kMoeGroupMaxExperts || P <= 0 || P > INT32_MAX || a.num_sms <= 0 || a.num_sms > kMaxSms ||
       a.top_k > kMoeMaxTopK || reinterpret_cast<uintptr_t>(a.out) % 16 != 0)
     return cudaErrorInvalidValue;
   size_t total = 0;
   const Layout l = carve(region, T, a.top_k, H, I, E, &total);
   const MoeCutlassScratch& s = l.s;
-  const ArgsIn in{x, io.tiles, io.num_tiles, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
-  cutlass_moe_args_kernel<<<1, 1024, E * sizeof(int), stream>>>(in, s, l.args);
+  const ArgsIn in{x, s.a1, s.sfa1, io.a2, io.sfa2, io.d1, s.d3, io.d2};
+  cutlass_moe_args_kernel<<<1, 1024, 0, stream>>>(in, s, l.args);
   MoeArgs q = a;
   cudaError_t e = moe_quantize_x(q, io.x8, io.sx, stream);
   if (e != cudaSuccess) return e;

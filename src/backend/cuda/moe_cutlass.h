@@ -30,10 +30,8 @@ inline constexpr bool kCutlassMoeBuilt = false;
 bool moe_cutlass_enabled_by_env();
 
 // What launch_moe_cutlass takes from moe.cu: the pairs grouped by expert
-// (launch_moe_group with one tile per expert: sorted[] pair indices, tiles
-// {expert, first, count} for the experts with pairs, in expert order, and
-// MoeCutlassScratch::row_of_pair written) and the regions of moe.cu's
-// scratch it reuses:
+// (launch_moe_group: sorted[] pair indices, with MoeCutlassScratch::first
+// and ::row_of_pair written) and the regions of moe.cu's scratch it reuses:
 //   x8 [T, H] e4m3 + sx [H / 128, T]  x quantised per token (moe_fp8_carve's x8, sx;
 //                                     unused when MoeArgs::x8 is set);
 //   a2 [P, I] e4m3 + sfa2 [P * I / 128] the SwiGLU output, rows in sorted
@@ -43,8 +41,6 @@ bool moe_cutlass_enabled_by_env();
 //   d2 [P, H] fp32                    the down projection, sorted rows (moe.cu's y).
 struct MoeCutlassIo {
   const int32_t* sorted = nullptr;
-  const int4* tiles = nullptr;
-  const int* num_tiles = nullptr;
   uint8_t* x8 = nullptr;
   float* sx = nullptr;
   uint8_t* a2 = nullptr;

@@ -55,10 +55,20 @@ __device__ inline void for_ids(const int32_t* __restrict__ ids, int64_t first, i
   }
 }
 
+// counts[e] (shared, [E]) = the pairs of expert e among [first, end), by the
+// whole block. Ends synchronised.
+__device__ inline void count_experts(const int32_t* ids, int64_t first, int64_t end, int E, int* counts) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for_ids(ids, first, end, [&](int32_t e, int64_t) { atomicAdd(&counts[e], 1); });
+  __syncthreads();
+}
+
 // Block-wide (kGroupThreads): from the experts' pair counts (shared, [E]),
-// their offsets (shared [E]), every tile and *num_tiles. Ends synchronised.
-__device__ void offsets_and_tiles(const int* counts, int* offset, int* first_tile, int E, int tile_pairs, int4* tiles,
-                                  int* num_tiles) {
+// their offsets (shared [E]; a.first too when asked), every tile and
+// *a.num_tiles. Ends synchronised.
+__device__ void offsets_and_tiles(const MoeGroupArgs& a, const int* counts, int* offset, int* first_tile) {
+  const int E = a.E, tile_pairs = a.tile_pairs;
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan;
   int c[kGroupPerThread], t[kGroupPerThread], oc[kGroupPerThread], ot[kGroupPerThread];
@@ -76,12 +86,16 @@ __device__ void offsets_and_tiles(const int* counts, int* offset, int* first_til
   for (int j = 0; j < kGroupPerThread; ++j) {
     const int e = threadIdx.x * kGroupPerThread + j;
     if (e < E) offset[e] = oc[j], first_tile[e] = ot[j];
+    if (e < E && a.first) a.first[e] = oc[j];
   }
-  if (threadIdx.x == 0) *num_tiles = total_tiles;
+  if (threadIdx.x == 0) {
+    *a.num_tiles = total_tiles;
+    if (a.first) a.first[E] = static_cast<int32_t>(a.P);
+  }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x)
     for (int i = 0; i * tile_pairs < counts[e]; ++i)
-      tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * tile_pairs, min(tile_pairs, counts[e] - i * tile_pairs), 0);
+      a.tiles[first_tile[e] + i] = make_int4(e, offset[e] + i * tile_pairs, min(tile_pairs, counts[e] - i * tile_pairs), 0);
   __syncthreads();
 }
 
@@ -99,11 +113,8 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupArgs a
   extern __shared__ int counts[];
   int* offset = counts + a.E;
   int* first_tile = counts + 2 * a.E;
-  for (int e = threadIdx.x; e < a.E; e += blockDim.x) counts[e] = 0;
-  __syncthreads();
-  for_ids(a.ids, 0, a.P, [&](int32_t e, int64_t) { atomicAdd(&counts[e], 1); });
-  __syncthreads();
-  offsets_and_tiles(counts, offset, first_tile, a.E, a.tile_pairs, a.tiles, a.num_tiles);
+  count_experts(a.ids, 0, a.P, a.E, counts);
+  offsets_and_tiles(a, counts, offset, first_tile);
   for (int e = threadIdx.x; e < a.E; e += blockDim.x) counts[e] = offset[e];
   __syncthreads();
   place(a, 0, a.P, counts);
@@ -113,11 +124,8 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupArgs a
 // [E] ints.
 __global__ void __launch_bounds__(kSpreadThreads) moe_count_kernel(MoeGroupArgs a, int* block_counts, int64_t chunk) {
   extern __shared__ int counts[];
-  for (int e = threadIdx.x; e < a.E; e += blockDim.x) counts[e] = 0;
-  __syncthreads();
   const int64_t first = blockIdx.x * chunk;
-  for_ids(a.ids, first, min(a.P, first + chunk), [&](int32_t e, int64_t) { atomicAdd(&counts[e], 1); });
-  __syncthreads();
+  count_experts(a.ids, first, min(a.P, first + chunk), a.E, counts);
   for (int e = threadIdx.x; e < a.E; e += blockDim.x) block_counts[int64_t{blockIdx.x} * a.E + e] = counts[e];
 }
 
@@ -138,7 +146,7 @@ __global__ void __launch_bounds__(kGroupThreads) moe_offsets_kernel(MoeGroupArgs
     counts[e] = c;
   }
   __syncthreads();
-  offsets_and_tiles(counts, offset, first_tile, a.E, a.tile_pairs, a.tiles, a.num_tiles);
+  offsets_and_tiles(a, counts, offset, first_tile);
   for (int e = threadIdx.x; e < a.E; e += blockDim.x) {
     int row = offset[e];
     for (int b = 0; b < blocks; ++b) {

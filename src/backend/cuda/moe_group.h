@@ -3,7 +3,8 @@
 // [offset_e, offset_e + count_e) (offsets in expert order; the order inside
 // an expert is arbitrary, and no result depends on it), cut into tiles
 // {expert, first row, count, 0} of at most tile_pairs pairs in expert order,
-// and optionally row_of_pair[p] = the row of pair p.
+// and optionally first[e] = offset_e (first[E] = P) and row_of_pair[p] = the
+// row of pair p.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,6 +29,7 @@ struct MoeGroupArgs {
   int32_t* sorted = nullptr;       // [P]
   int4* tiles = nullptr;           // [moe_group_max_tiles]
   int* num_tiles = nullptr;        // [1]
+  int32_t* first = nullptr;        // [E + 1], or null: not written
   int32_t* row_of_pair = nullptr;  // [P], or null: not written
   void* scratch = nullptr;         // moe_group_scratch_bytes
 };
