@@ -302,7 +302,11 @@ TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
       in.tokens.push_back(last[s]);
       in.positions.push_back(static_cast<int32_t>(pos));
       in.slots.push_back(static_cast<int64_t>(tables[s][pos / bs]) * bs + pos % bs);
-      in.seqs.push_back({s, 1, pos + 1, tables[s]});
+      // The blocks the context needs, as the engine passes them: the tables
+      // grow while a graph recorded at a shorter one is replayed (issue 29:
+      // a replay read the decode sequences at the offset they had when the
+      // tables were shorter).
+      in.seqs.push_back({s, 1, pos + 1, std::span<const int32_t>(tables[s]).first(static_cast<size_t>(pos / bs + 1))});
       in.logit_rows.push_back(s);
     }
     std::vector<float> el, gl;

@@ -484,10 +484,15 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
       items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
     m.max_keys = std::max(m.max_keys, sq.context_len);  // of the general kernel's sequences
   }
+  // The block tables last: they grow as contexts do, and a recorded decode
+  // graph reads every section at the offset it had when it was recorded
+  // (with the tables first or between, a grown table moved the decode
+  // sequences under a replay, which then read block ids as sequences).
+  // The other sections' sizes depend only on the step's shape (the graph key).
   attn_meta_host_.clear();
   m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
-  m.table_off = pack(attn_meta_host_, tables), m.prefill_off = pack(attn_meta_host_, prefill_items);
-  m.decode_off = pack(attn_meta_host_, decode_seqs);
+  m.prefill_off = pack(attn_meta_host_, prefill_items), m.decode_off = pack(attn_meta_host_, decode_seqs);
+  m.table_off = pack(attn_meta_host_, tables);
   m.num_items = static_cast<int64_t>(items.size());
   m.num_prefill_items = static_cast<int64_t>(prefill_items.size());
   m.num_decode_items = static_cast<int64_t>(decode_seqs.size());
