@@ -1,0 +1,107 @@
+// The GPU's FP8 tensor-core paths held to the float64 reference of what they
+// implement (tools/w8a8_reference.py; tests/tools validates it against
+// transformers), on the aligned FP8 fixture (tests/data/m2-aligned-fp8:
+// every matrix a multiple of 128, so the paths below all take it):
+//   - 32 and 33 tokens in one step: activations quantised per token per 128
+//     channels to e4m3 (W8A8) in the dense products (32 rows: cuBLASLt's
+//     block-scaled matmul; 33 rows, which cuBLASLt has no algorithm for, and
+//     M2CPP_FP8_GEMM=own: our kernel) and the grouped MoE (128 / 132 pairs:
+//     CUTLASS, or our kernel with M2CPP_MOE_CUTLASS=off), against the W8A8
+//     reference (w8a8.npy; causal, so its first 32 rows are the 32-token
+//     prompt's), and measurably away from the unquantised one;
+//   - 5 tokens: fp32 activations (the tensor-core FP8 decode GEMV with f16
+//     hi + lo activations, the decode MoE) against the unquantised
+//     reference (short.npy).
+// An F32 KV cache keeps the attention fp32, as in the reference.
+// On the H200 (2026-12-01) the 5-token check passes (7e-7) and the W8A8
+// checks FAIL: 0.47 relative on cuBLASLt's path, 0.037 on ours, against a
+// W8A8-to-W8A32 distance of 0.044 (docs/status.md, issue 29): open.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cuda_test_util.h"
+#include "io/npy.h"
+#include "model/greedy.h"
+#include "model/minimax_m2.h"
+#include "model/weights.h"
+#include "util/json.h"
+
+namespace m2::test {
+namespace {
+
+constexpr double kW8A8Bound = 2e-3;   // relative L2, 33 tokens against the W8A8 reference
+constexpr double kW8A32Bound = 1e-4;  // max |difference|, 5 tokens against the unquantised reference
+
+double rel(const std::vector<float>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class W8A8 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(W8A8, Fp8PathsMatchTheirFloat64Reference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto w = load_model(data_path("m2-aligned-fp8"), LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const std::string var = GetParam();
+  std::vector<std::string> names;  // "A=x,B=y": each set while the backend is made
+  for (size_t b = 0; var != "default" && b < var.size();) {
+    const size_t e = std::min(var.find(',', b), var.size()), eq = var.find('=', b);
+    names.push_back(var.substr(b, eq - b));
+    setenv(names.back().c_str(), var.substr(eq + 1, e - eq - 1).c_str(), 1);
+    b = e + 1;
+  }
+  auto gpu = make_cuda_backend(0);
+  for (const std::string& n : names) unsetenv(n.c_str());
+  ASSERT_TRUE(gpu);
+  ASSERT_TRUE(gpu->prepare_weights(**w).ok());
+  MiniMaxM2 model(**w, *gpu);
+  auto j = read_json_file(data_path("reference/m2-aligned-fp8/prompt.json"));
+  ASSERT_TRUE(j.ok());
+  const auto ids = (*j)["prompt_ids"].get<std::vector<int32_t>>();
+  auto w8a8 = read_npy(data_path("reference/m2-aligned-fp8/w8a8.npy"));
+  auto w8a32 = read_npy(data_path("reference/m2-aligned-fp8/w8a32.npy"));
+  auto shrt = read_npy(data_path("reference/m2-aligned-fp8/short.npy"));
+  ASSERT_TRUE(w8a8.ok() && w8a32.ok() && shrt.ok());
+
+  auto got = all_logits(model, ids, DType::kF32);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const double e8 = rel(*got, w8a8->values), e32 = rel(*got, w8a32->values);
+  const size_t n32 = 32 * (got->size() / ids.size());
+  auto got32 = all_logits(model, std::span(ids).first(32), DType::kF32);
+  ASSERT_TRUE(got32.ok()) << got32.status().message();
+  const double e8_32 = rel(*got32, std::vector<double>(w8a8->values.begin(), w8a8->values.begin() + n32));
+  std::printf("%s: 32 tokens: relative error %.2e against W8A8\n", var.c_str(), e8_32);
+  EXPECT_LE(e8_32, kW8A8Bound);
+  auto got5 = all_logits(model, std::span(ids).first(5), DType::kF32);
+  ASSERT_TRUE(got5.ok()) << got5.status().message();
+  double m5 = 0;
+  for (size_t i = 0; i < got5->size(); ++i) m5 = std::max(m5, std::abs((*got5)[i] - shrt->values[i]));
+  std::printf("%s: 33 tokens: relative error %.2e against W8A8, %.2e against W8A32; 5 tokens: max |error| %.2e "
+              "against W8A32\n",
+              var.c_str(), e8, e32, m5);
+  EXPECT_LE(e8, kW8A8Bound);
+  EXPECT_GE(e32, 10 * kW8A8Bound);  // the quantisation did happen
+  EXPECT_LE(m5, kW8A32Bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, W8A8, ::testing::Values("default", "M2CPP_FP8_GEMM=own", "M2CPP_MOE_CUTLASS=off",
+                                                         "M2CPP_FP8_GEMM=own,M2CPP_ROUTE_GEMM=off"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace m2::test
