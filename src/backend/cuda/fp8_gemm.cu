@@ -25,10 +25,10 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const float
 
 using DenseTile = Fp8Tile<128, 1, 2, 4>;
 
-// grid (N / 128, ceil(T / 128)).
+// grid (N / 128, ceil(T / 128)); row t's scale of k-block kb at s[kb * s_ld + t].
 __global__ void __launch_bounds__(DenseTile::kThreads, 1)
-    fp8_gemm_kernel(const uint8_t* __restrict__ q, const float* __restrict__ s, int64_t T, DeviceWeight w,
-                    float* __restrict__ y, int64_t ldy) {
+    fp8_gemm_kernel(const uint8_t* __restrict__ q, const float* __restrict__ s, int64_t s_ld, int64_t T,
+                    DeviceWeight w, float* __restrict__ y, int64_t ldy) {
   using Cfg = DenseTile;
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 128, m0 = static_cast<int64_t>(blockIdx.y) * Cfg::BM;
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(DenseTile::kThreads, 1)
   const bool scale_ok = tid < Cfg::BM && m0 + tid < T;
   const float* w_scale[1] = {w.scales + (n0 / kKBlock) * w.scale_ld};
   Fp8Acc<Cfg> acc;
-  fp8_tile_loop<Cfg>(smem, static_cast<int>(K / kKBlock), a_src, a_ok, s + (scale_ok ? m0 + tid : 0), scale_ok, T,
+  fp8_tile_loop<Cfg>(smem, static_cast<int>(K / kKBlock), a_src, a_ok, s + (scale_ok ? m0 + tid : 0), scale_ok, s_ld,
                      [&](int r) { return w.data + (n0 + r) * K; }, w_scale, acc);
 
   const int lane = tid % kWarp, warp = tid / kWarp;
@@ -87,15 +87,16 @@ cudaError_t launch_quantize_fp8(const float* x, int64_t T, int64_t K, int64_t ld
 }
 
 cudaError_t launch_fp8_gemm(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
-                            int64_t ldy, cudaStream_t stream) {
-  if (!fp8_gemm_supported(w) || ldy % 2 != 0 || ldy < w.rows || reinterpret_cast<uintptr_t>(y) % 8 != 0 ||
+                            int64_t ldy, cudaStream_t stream, int64_t s_ld) {
+  if (s_ld == 0) s_ld = T;
+  if (!fp8_gemm_supported(w) || ldy % 2 != 0 || ldy < w.rows || reinterpret_cast<uintptr_t>(y) % 8 != 0 || s_ld < T ||
       reinterpret_cast<uintptr_t>(q) % 16 != 0 || ceil_div(T, DenseTile::BM) > 65535)
     return cudaErrorInvalidValue;
   if (T == 0) return cudaSuccess;
   const cudaError_t e = allow_dynamic_smem(fp8_gemm_kernel, DenseTile::kSmemBytes);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(w.rows / 128), static_cast<unsigned>(ceil_div(T, DenseTile::BM)));
-  fp8_gemm_kernel<<<grid, DenseTile::kThreads, DenseTile::kSmemBytes, stream>>>(q, s, T, w, y, ldy);
+  fp8_gemm_kernel<<<grid, DenseTile::kThreads, DenseTile::kSmemBytes, stream>>>(q, s, s_ld, T, w, y, ldy);
   return cudaGetLastError();
 }
 

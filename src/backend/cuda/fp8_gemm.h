@@ -49,10 +49,11 @@ cudaError_t launch_quantize_fp8(const float* x, int64_t T, int64_t K, int64_t ld
 bool fp8_gemm_supported(const DeviceWeight& w);
 
 // y[t, n] = Σ_kb s[kb, t] · sw[n / 128, kb] · Σ_{k in kb} q[t, k] · W8[n, k] for
-// t < T (own kernel; q, s as launch_quantize_fp8 writes them; y 8-byte
-// aligned, ldy even).
+// t < T (own kernel; q, s as launch_quantize_fp8 writes them, s[kb, t] at
+// s[kb * s_ld + t], s_ld = 0 meaning T: rows of a larger quantised block;
+// y 8-byte aligned, ldy even).
 cudaError_t launch_fp8_gemm(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
-                            int64_t ldy, cudaStream_t stream);
+                            int64_t ldy, cudaStream_t stream, int64_t s_ld = 0);
 // Dynamic shared memory a block of launch_fp8_gemm takes (a device that
 // grants less cannot run it: device_caps.h).
 size_t fp8_gemm_smem_bytes();
@@ -84,10 +85,17 @@ class Fp8Matmul {
   cudaError_t run_cublaslt(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y, int64_t ldy,
                            cudaStream_t stream);
 
+  // cuBLASLt's block-scaled FP8 matmul has no algorithm for T not a multiple
+  // of 4 (seen on the H200 with cuBLASLt 13: T = 7281, 2810, 7282, 8170), which
+  // a serving step's mixed rows usually are: the first kLtRowMultiple-aligned
+  // rows go to cuBLASLt with their scales re-strided, the rest to our kernel.
+  static constexpr int64_t kLtRowMultiple = 16;
+
  private:
   Fp8GemmMode mode_;
   std::unique_ptr<LtPlans> lt_;  // created on first use
   DeviceBuffer q_, s_;
+  DeviceBuffer s_main_;  // the aligned rows' scales, [K / 128, T_main] (split above)
 };
 
 // ---- grouped MoE experts (moe_fp8.cu) ----------------------------------------------

@@ -65,8 +65,23 @@ cudaError_t Fp8Matmul::run(const float* x, int64_t T, int64_t ldx, const DeviceW
 cudaError_t Fp8Matmul::run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
                                      int64_t ldy, cudaStream_t stream) {
   if (mode_ == Fp8GemmMode::kCublasLt) {
-    const cudaError_t e = run_cublaslt(q, s, T, w, y, ldy, stream);
-    if (e != cudaErrorNotSupported) return e;
+    const int64_t main = T - T % kLtRowMultiple;
+    if (main == T || main == 0) {
+      const cudaError_t e = run_cublaslt(q, s, T, w, y, ldy, stream);
+      if (e != cudaErrorNotSupported) return e;
+    } else {
+      // Rows [0, main) on cuBLASLt, whose scales must be [K / 128, main]
+      // (s is [K / 128, T]); rows [main, T) on our kernel, reading s in place.
+      const int64_t kb = w.cols / 128;
+      auto* sm = static_cast<float*>(s_main_.reserve(sizeof(float) * static_cast<size_t>(kb * main), stream));
+      cudaError_t e = cudaMemcpy2DAsync(sm, sizeof(float) * main, s, sizeof(float) * T, sizeof(float) * main, kb,
+                                        cudaMemcpyDeviceToDevice, stream);
+      if (e != cudaSuccess) return e;
+      e = run_cublaslt(q, sm, main, w, y, ldy, stream);
+      if (e == cudaSuccess)
+        return launch_fp8_gemm(q + main * w.cols, s + main, T - main, w, y + main * ldy, ldy, stream, T);
+      if (e != cudaErrorNotSupported) return e;
+    }
   }
   return launch_fp8_gemm(q, s, T, w, y, ldy, stream);
 }
