@@ -106,10 +106,11 @@ for filter in 'Ops.*:CudaBackend.*:Fused*' 'Fp8Gemm.*:Bf16Gemm.*' 'CudaAttention
   M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done
-# Random engine-like step mixes against the CPU backend, with graphs on (as
+# Random engine-like step mixes against the CPU backend and the W8A8 paths
+# against their float64 reference, with graphs on (as
 # a server runs: M2CPP_CUDA_SYNC would turn them off).
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  M2CPP_CUDA_SYNC=0 run 150 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter='Kv/StepMix.*' >> "$OUT/tests.log" 2>&1 ||
+  M2CPP_CUDA_SYNC=0 run 150 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter='Kv/StepMix.*:Paths/W8A8.*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
