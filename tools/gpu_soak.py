@@ -50,12 +50,9 @@ def gpu_memory_mib(pid):
     return total
 
 
-MODEL = ["m"]  # replaced by the server's first /v1/models entry
-
-
-def make_request(rng, i, max_prompt, vocab, max_tokens):
+def make_request(rng, i, model, max_prompt, vocab, max_tokens):
     n_prompt = max(1, int(math.exp(rng.uniform(0, math.log(max_prompt)))))
-    body = {"model": MODEL[0], "prompt": [rng.randrange(vocab) for _ in range(n_prompt)],
+    body = {"model": model, "prompt": [rng.randrange(vocab) for _ in range(n_prompt)],
             "max_tokens": rng.choice([1, 8, 32, max_tokens]), "temperature": rng.choice([0, 0.8]),
             "ignore_eos": True, "seed": i}
     kind = []
@@ -182,7 +179,7 @@ async def run(args):
     limits = httpx.Limits(max_connections=2048, max_keepalive_connections=2048)
     t_run = time.perf_counter()
     async with httpx.AsyncClient(timeout=httpx.Timeout(args.request_s, connect=30), limits=limits) as client:
-        MODEL[0] = (await client.get(url + "/v1/models")).json()["data"][0]["id"]
+        model = (await client.get(url + "/v1/models")).json()["data"][0]["id"]
         for li, conc in enumerate(levels):
             if time.perf_counter() - t_run > args.total_s:
                 report["pass"] = False
@@ -193,7 +190,7 @@ async def run(args):
             kinds = {}
             reqs = []
             for i in range(conc * args.per_level):
-                body, disc, kind = make_request(rng, li * 100000 + i, args.max_prompt, args.vocab, args.max_tokens)
+                body, disc, kind = make_request(rng, li * 100000 + i, model, args.max_prompt, args.vocab, args.max_tokens)
                 kinds[kind] = kinds.get(kind, 0) + 1
                 reqs.append((body, disc))
             sem = asyncio.Semaphore(conc)

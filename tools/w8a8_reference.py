@@ -134,9 +134,10 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def forward(cfg, t, ids, quant="none"):
-    """Logits float64 [len(ids), vocab] of one causal pass over `ids` (positions 0..)."""
-    q8 = quantize_act if quant == "dynamic" else (lambda a: a)
+def forward(cfg, t, ids, quant="none", quantize=None):
+    """Logits float64 [len(ids), vocab] of one causal pass over `ids` (positions 0..);
+    `quantize` replaces quantize_act for quant="dynamic" (a perturbed rule)."""
+    q8 = (quantize or quantize_act) if quant == "dynamic" else (lambda a: a)
     fp8 = cfg.get("quantization_config") is not None
 
     def linear(x, name, quantised=True):
