@@ -8,7 +8,7 @@
 #
 # Env: DRIVER=soak runs tools/gpu_soak.py (BENCH ARGS are its flags)
 # instead of bench serve; LAYERS (default 30), WRAP (a prefix for the server, e.g.
-# "compute-sanitizer --tool memcheck"), SERVER_ENV ("VAR=v ..." for the
+# "compute-sanitizer --tool memcheck"), LABEL (bench serve's --label), SERVER_ENV ("VAR=v ..." for the
 # server only), BUILD (default build-gpu), TOKENIZER_DIR (default
 # .gpu_carry/m2-layout, carried). Logs: $OUT/NAME.serve.log, NAME.bench.txt;
 # one line "case NAME: server alive|died ..." is printed and appended to
@@ -54,7 +54,7 @@ if [[ $ready == 1 && "${DRIVER:-bench}" == soak ]]; then
 elif [[ $ready == 1 ]]; then
   # shellcheck disable=SC2086
   timeout -s INT "$LIMIT" env LD_LIBRARY_PATH="$LDP" "$BUILD/m2cpp" bench serve --base-url "http://127.0.0.1:$PORT" \
-    --gpus 1 --seed 1 --no-progress --out "$OUT/$NAME" $BENCH_ARGS > "$OUT/$NAME.bench.txt" 2>&1
+    --gpus 1 --seed 1 --no-progress --out "$OUT/$NAME" ${LABEL:+--label "$LABEL"} $BENCH_ARGS > "$OUT/$NAME.bench.txt" 2>&1
   brc=$?
 else
   brc=-1
