@@ -64,7 +64,7 @@ cudaError_t Fp8Matmul::run(const float* x, int64_t T, int64_t ldx, const DeviceW
 
 cudaError_t Fp8Matmul::run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
                                      int64_t ldy, cudaStream_t stream) {
-  if (mode_ == Fp8GemmMode::kCublasLt) {
+  if (mode_ == Fp8GemmMode::kCublasLt && w.rows >= kLtMinDim && w.cols >= kLtMinDim) {
     const int64_t main = T - T % kLtRowMultiple;
     if (main == T || main == 0) {
       const cudaError_t e = run_cublaslt(q, s, T, w, y, ldy, stream);
