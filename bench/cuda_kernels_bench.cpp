@@ -23,9 +23,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/device_caps.h"
-#include "backend/cuda/kernels.h"
-#include "backend/cuda/sampling.h"
+#include "backend/cuda/runtime/device_caps.h"
+#include "backend/cuda/gemm/matmul.h"
+#include "backend/cuda/runtime/roofline.h"
+#include "backend/cuda/sampling/sampling.h"
 #include "model/backend.h"
 
 namespace m2 {

@@ -65,8 +65,9 @@
 #include "cutlass/util/packed_stride.hpp"
 #include "cutlass/version.h"
 
-#include "backend/cuda/fp8_gemm.h"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/runtime/roofline.h"
 #include "gemm_mismatch.h"
 
 #if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED) || !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)

@@ -51,7 +51,7 @@ if [[ "${M2CPP_CUTLASS:-1}" != 0 ]] &&
 fi
 
 # FlashInfer's C++ headers for the prefill attention over BF16 caches
-# (src/backend/cuda/flashinfer_prefill.cu, CMake M2CPP_FLASHINFER, on with
+# (src/backend/cuda/attention/flashinfer_prefill.cu, CMake M2CPP_FLASHINFER, on with
 # CUTLASS). 0.6.6: the last release whose headers build with CUDA 13.0's
 # CCCL (later ones need cuda::fast_mod_div) and that bundles the CUTLASS we
 # use (4.2). Headers only: --no-deps skips torch and the JIT's needs.

@@ -2,7 +2,7 @@
 // 3", SC 2011): a counter-based generator, so the random numbers of a draw
 // are a pure function of (key, counter) and every backend computes the same
 // ones in any order. Header-only and `__host__ __device__` for the CUDA
-// kernels (backend/cuda/sampling.cu) and the CPU sampler (model/sampling.cpp).
+// kernels (backend/cuda/sampling/sampling.cu) and the CPU sampler (model/sampling.cpp).
 // Checked against Random123's known-answer vectors (tests/model/sampling_test).
 #pragma once
 

@@ -1,6 +1,6 @@
 // The per-token arithmetic of sampling that every backend must do the same
 // way, `__host__ __device__` (model/sampling.cpp on the CPU,
-// backend/cuda/sampling.cu on the GPU): the sparse logit edits (banning,
+// backend/cuda/sampling/sampling.cu on the GPU): the sparse logit edits (banning,
 // logit_bias, penalties), and the total order candidates are ranked in.
 #pragma once
 

@@ -4,7 +4,7 @@
 // and the attention tests predict the kernel by it.
 #include <gtest/gtest.h>
 
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/attention/attention.h"
 
 namespace m2::test {
 namespace {

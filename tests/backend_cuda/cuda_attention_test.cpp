@@ -32,7 +32,8 @@
 #include <functional>
 #include <numeric>
 
-#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/attention_prefill.h"
 #include "cuda_test_util.h"
 
 namespace m2::test {

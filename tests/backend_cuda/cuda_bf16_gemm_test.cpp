@@ -1,4 +1,4 @@
-// The BF16 tensor-core path (backend/cuda/bf16_matmul.h): the hi + lo split
+// The BF16 tensor-core path (backend/cuda/gemm/bf16_matmul.h): the hi + lo split
 // of the fp32 activations and the two cuBLASLt GEMMs, against the CPU
 // backend (fp32 activations), the SIMT kernel it replaces, and under graph
 // capture. Shapes: N = 1000 (not a multiple of 128), K = 3072 / 2048, T of
@@ -30,7 +30,8 @@
 #include <optional>
 #include <string>
 
-#include "backend/cuda/bf16_matmul.h"
+#include "backend/cuda/gemm/bf16_matmul.h"
+#include "backend/cuda/gemm/matmul.h"
 #include "cuda_test_util.h"
 
 namespace m2::test {

@@ -1,10 +1,10 @@
-// Which kernels the backend may launch on which GPU (backend/cuda/device_caps.h):
+// Which kernels the backend may launch on which GPU (backend/cuda/runtime/device_caps.h):
 // pure host decisions, so these run without a GPU. The code built for an
 // architecture without a feature traps there; a wrong decision would launch it.
 #include <gtest/gtest.h>
 
-#include "backend/cuda/device_caps.h"
-#include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/runtime/device_caps.h"
+#include "backend/cuda/moe/moe_cutlass.h"
 
 namespace m2::test {
 namespace {

@@ -1,4 +1,4 @@
-// The FP8 tensor-core paths (backend/cuda/fp8_gemm.h): activation
+// The FP8 tensor-core paths (backend/cuda/gemm/fp8_gemm.h): activation
 // quantisation, the dense block-scaled GEMM (own mma.sync kernel and
 // cuBLASLt) and the grouped MoE experts, against the CPU backend.
 //
@@ -38,10 +38,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cuda/device_caps.h"
-#include "backend/cuda/fp8_gemm.h"
-#include "backend/cuda/moe_cutlass.h"
-#include "backend/cuda/moe_decode.h"
+#include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_cutlass.h"
+#include "backend/cuda/moe/moe_decode.h"
+#include "backend/cuda/runtime/device_caps.h"
 #include "cuda_test_util.h"
 
 namespace m2::test {

@@ -19,10 +19,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cuda/attention_prefill.h"
-#include "backend/cuda/device_caps.h"
-#include "backend/cuda/fp8_gemm.h"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/runtime/device_caps.h"
+#include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/attention/attention.h"
+#include "backend/cuda/elementwise/elementwise.h"
 #include "cuda_test_util.h"
 #include "model/minimax_m2.h"
 

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/gemm/matmul.h"
 #include "cuda_test_util.h"
 #include "model/minimax_m2.h"
 #include "tensor/dtype.h"

@@ -1,10 +1,10 @@
-// The tensor-core decode GEMV's work split (backend/cuda/gemv_mma_plan.h):
+// The tensor-core decode GEMV's work split (backend/cuda/gemm/gemv_mma_plan.h):
 // pure host decisions, so these run without a GPU.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "backend/cuda/gemv_mma_plan.h"
+#include "backend/cuda/gemm/gemv_mma_plan.h"
 
 namespace m2::test {
 namespace {

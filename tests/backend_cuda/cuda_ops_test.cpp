@@ -18,7 +18,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/runtime/dummy_fill.h"
 #include "cuda_test_util.h"
 #include "model/dummy_values.h"
 #include "model/weights.h"

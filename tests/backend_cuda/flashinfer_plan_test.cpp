@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "backend/cuda/flashinfer_prefill.h"
+#include "backend/cuda/attention/flashinfer_prefill.h"
 
 namespace m2::test {
 namespace {

@@ -15,7 +15,7 @@ int cuda_device_count();
 
 // The CUDA backend on `device`; null (the reason logged) if it cannot start.
 // Ops stop the process with the op, its shapes and CUDA's message if a CUDA
-// call fails (backend/cuda/cuda_check.h); prepare_weights returns errors.
+// call fails (backend/cuda/runtime/check.h); prepare_weights returns errors.
 std::unique_ptr<Backend> make_cuda_backend(int device);
 
 // The ceilings benchmarks are compared with, measured on `device` now (0 for

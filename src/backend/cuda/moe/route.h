@@ -1,0 +1,34 @@
+// Launchers of route.cu: the sigmoid top-k router.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/runtime/device_types.h"
+
+namespace m2::cuda {
+
+// ---- route.cu -----------------------------------------------------------------
+struct RouteArgs {
+  const float* x = nullptr;  // [T, H]
+  int64_t T = 0;
+  DeviceWeight gate;              // [E, H], F32 or BF16
+  const void* bias = nullptr;     // [E] or null
+  DType bias_dtype = DType::kF32;
+  int top_k = 0;
+  float scaling = 1.0f;
+  float* logits = nullptr;        // scratch [T, E]
+  unsigned* counters = nullptr;   // scratch [ceil(T / 4)], zero (the kernel leaves them zero)
+  int32_t* expert_ids = nullptr;  // [T, top_k]
+  float* weights = nullptr;       // [T, top_k]
+};
+cudaError_t launch_route(const RouteArgs& a, int num_sms, cudaStream_t stream);
+// The selection of launch_route alone, from a.logits [T, E] written before
+// (a GEMM: route_gemm.h); a.counters is not used.
+cudaError_t launch_route_select(const RouteArgs& a, cudaStream_t stream);
+// Elements of `counters` launch_route needs for T tokens.
+int64_t route_counter_count(int64_t T);
+
+}  // namespace m2::cuda

@@ -1,0 +1,560 @@
+// The CUDA backend's ops: validate, upload the small host arrays the op takes
+// (ids, positions, slots, block tables; once per step, see DeviceArray),
+// launch, check. The kernels are in the .cu files of this folder.
+#include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/qk_norm_rope.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/elementwise/elementwise.h"
+#include "backend/cuda/gemm/matmul.h"
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/route.h"
+#include "backend/cuda/runtime/device_kernels.h"
+#include "backend/cuda/runtime/roofline.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/moe/moe_cutlass.h"
+#include "backend/cuda/moe/moe_decode.h"
+#include "backend/cuda/runtime/backend_impl.h"
+#include "backend/cuda/runtime/check.h"
+#include "util/log.h"
+
+namespace m2 {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error for callers
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  const int n = cuda_device_count();
+  if (device < 0 || device >= n) {
+    log_error("CUDA device {} is not available ({} device(s) visible)", device, n);
+    return nullptr;
+  }
+  const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(device);
+  if (!arch.ok()) {
+    log_error("{}", arch.status().message());
+    return nullptr;
+  }
+  return std::make_unique<cuda::CudaBackend>(device, arch.value());
+}
+
+CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
+  CudaCeilings c;
+  if (cudaSetDevice(device) != cudaSuccess) return c;
+  if (cuda::measure_copy_bandwidth(size_t{2} << 30, &c.copy_bytes_per_s) != cudaSuccess) cudaGetLastError();
+  if (gemm && cuda::measure_gemm_flops(DType::kBF16, &c.bf16_flops) != cudaSuccess) cudaGetLastError();
+  if (gemm && cuda::measure_gemm_flops(DType::kF8E4M3, &c.fp8_flops) != cudaSuccess) cudaGetLastError();
+  return c;
+}
+
+void* cuda_stream(Backend& b) { return static_cast<cuda::CudaBackend&>(b).stream(); }
+
+int64_t cuda_fp8_copies_used(Backend& b) { return static_cast<cuda::CudaBackend&>(b).fp8_copies_used(); }
+
+namespace cuda {
+namespace {
+
+std::string shape(const Act& a) { return fmt::format("[{}, {}]", a.rows, a.cols); }
+
+// Packs `v` into `bytes` at a 16-byte boundary; returns its offset.
+template <class T>
+size_t pack(std::vector<uint8_t>& bytes, const std::vector<T>& v) {
+  const size_t off = (bytes.size() + 15) / 16 * 16;
+  bytes.resize(off + v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(bytes.data() + off, v.data(), v.size() * sizeof(T));
+  return off;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), features_(cuda_features(arch)) {
+  M2_CUDA_CHECK(cudaSetDevice(device), "selecting CUDA device {}", device);
+  if (const std::string off = describe_fallbacks(arch, features_); !off.empty())
+    log_warn("CUDA device {}: {}", device, off);
+  current_device_has_pdl();  // probed now, not first inside a graph capture
+  M2_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device), "device {}", device);
+  // A blocking stream: work on the legacy default stream (benchmarks' events)
+  // is ordered with it.
+  M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
+  const char* sync = std::getenv("M2CPP_CUDA_SYNC");
+  sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
+  // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
+  const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
+  tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
+  const char* split_decode = std::getenv("M2CPP_ATTN_DECODE_SPLIT");
+  if (split_decode && std::strcmp(split_decode, "simt") == 0) split_decode_ = SplitDecode::kSimt;
+  if (split_decode && std::strcmp(split_decode, "mma") == 0) split_decode_ = SplitDecode::kMma;
+  const char* prefill = std::getenv("M2CPP_ATTN_PREFILL");
+  flashinfer_prefill_ = tc_attention_ && features_.wgmma && flashinfer_prefill_built() &&
+                        !(prefill && std::strcmp(prefill, "mma") == 0);
+  moe_cutlass_ = features_.cutlass_moe && moe_cutlass_enabled_by_env();
+  moe_decode_wgmma_ = features_.wgmma && moe_decode_wgmma_enabled_by_env();
+  const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
+  const char* profile = std::getenv("M2CPP_CUDA_PROFILE");
+  if (profile && std::strcmp(profile, "1") == 0) profile_ = std::make_unique<OpProfile>();
+  graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_ && !profile_;
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  profile_.reset();  // prints its table
+  drop_graphs();
+  for (void* p : weight_memory_) cudaFree(p);
+  cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::bind() {
+  fp8_copy_.begin_op();
+  bind_device();
+}
+
+void CudaBackend::bind_reader(std::initializer_list<WrittenBytes> writes) {
+  fp8_copy_.begin_reader_op(writes);
+  bind_device();
+}
+
+void CudaBackend::bind_device() const {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device_)
+    M2_CUDA_CHECK(cudaSetDevice(device_), "selecting CUDA device {}", device_);
+}
+
+std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
+  bind();
+  bump_memory_generation();  // recorded step graphs may hold the address a freed buffer had
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    die(e, "cudaMalloc",
+        fmt::format("allocate {:.3f} GiB on device {} ({:.2f} of {:.2f} GiB free)", bytes / 1073741824.0, device_,
+                    free_b / 1073741824.0, total_b / 1073741824.0),
+        __FILE__, __LINE__);
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+void CudaBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) {
+  bind();
+  M2_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                "copy_to_host of {} bytes", bytes);
+  M2_CUDA_CHECK(cudaStreamSynchronize(stream_),
+                "the ops queued before copy_to_host of {} bytes (M2CPP_CUDA_SYNC=1 names the failing op)", bytes);
+}
+
+void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) {
+  bind();
+  M2_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_), "copy_from_host of {} bytes",
+                bytes);
+}
+
+void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
+  bind();
+  auto timer = timed([&] { return fmt::format("embed T={}", ids.size()); });
+  const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
+  const int64_t T = static_cast<int64_t>(ids.size());
+  check(launch_embed(device_view(table, "embed"), table.dtype, out.cols, d_ids, T, out.data, stream_), "embed",
+        [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
+}
+
+void CudaBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
+  bind();
+  auto timer = timed([&] { return fmt::format("rms_norm T={}", x.rows); });
+  check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data,
+                        fp8_copy_for(out), stream_),
+        "rms_norm", [&] { return fmt::format("rms_norm of {} by {} {}", shape(x), dtype_name(weight.dtype), weight.shape.str()); });
+}
+
+void CudaBackend::add(Act x, Act y) {
+  bind();
+  auto timer = timed([&] { return fmt::format("add T={}", x.rows); });
+  check(launch_add(x.data, y.data, x.rows * x.cols, stream_), "add",
+        [&] { return fmt::format("add {} += {}", shape(x), shape(y)); });
+}
+
+void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
+  bind();
+  auto timer = timed([&] { return fmt::format("gather_rows T={}", rows.size()); });
+  const int64_t* d_rows = static_cast<const int64_t*>(upload(rows_, rows.data(), rows.size_bytes(), "rows"));
+  check(launch_gather_rows(x.data, x.cols, d_rows, static_cast<int64_t>(rows.size()), out.data, stream_), "gather_rows",
+        [&] { return fmt::format("gather_rows of {} rows of {}", rows.size(), shape(x)); });
+}
+
+void CudaBackend::matmul(Act x, const Linear& w, Act y) {
+  bind_reader({written(y)});
+  auto timer = timed([&] { return fmt::format("matmul T={} {}", x.rows, w.weight.shape.str()); });
+  const DeviceWeight d = device_weight(w, "matmul");
+  auto context = [&] {
+    return fmt::format("matmul x {} · W {} {} -> y {}", shape(x), dtype_name(w.weight.dtype), w.weight.shape.str(), shape(y));
+  };
+  if (x.cols != d.cols || y.cols != d.rows || y.rows != x.rows) die(cudaErrorInvalidValue, "matmul", context(), __FILE__, __LINE__);
+  if (fp8_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
+    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+    check(x8.q ? fp8_matmul_.run_quantized(x8.q, x8.s, x.rows, d, y.data, y.cols, stream_)
+               : fp8_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_),
+          "matmul", [&] {
+            return fmt::format("{} (FP8 activations{}, M2CPP_FP8_GEMM={})", context(),
+                               x8.q ? " from x's producer" : "", fp8_gemm_mode_name(fp8_matmul_.mode()));
+          });
+    return;
+  }
+  if (bf16_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
+    // cudaErrorNotSupported: cuBLASLt has no algorithm for the shape (logged), the SIMT kernel runs it.
+    const cudaError_t e = bf16_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_);
+    if (e != cudaErrorNotSupported) {
+      check(e, "matmul", [&] {
+        return fmt::format("{} (BF16 tensor cores, x as bf16 hi + lo; M2CPP_BF16_GEMM=off avoids them)", context());
+      });
+      return;
+    }
+  }
+  check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
+}
+
+namespace {
+QkNormRopeArgs qk_args(Act q, Act k, const void* q_norm, const TensorView& qn, const void* k_norm, const TensorView& kn,
+                       float eps, const RopeParams& rope) {
+  QkNormRopeArgs a;
+  a.q = q.data, a.k = k.data, a.T = q.rows, a.q_dim = q.cols, a.kv_dim = k.cols;
+  a.q_norm = q_norm, a.k_norm = k_norm, a.q_norm_dtype = qn.dtype, a.k_norm_dtype = kn.dtype;
+  a.q_norm_width = q.cols, a.kv_norm_width = k.cols;  // one GPU: the local widths are the full widths
+  a.eps = eps;
+  a.head_dim = rope.head_dim, a.rotary_dim = rope.rotary_dim;
+  for (int i = 0; i < rope.rotary_dim / 2 && i < kQkMaxHalfRotary; ++i)
+    a.inv_freq[i] = 1.0 / std::pow(rope.theta, (2.0 * i) / rope.rotary_dim);  // as the CPU backend
+  return a;
+}
+}  // namespace
+
+void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                               std::span<const int32_t> positions, const RopeParams& rope) {
+  bind();
+  auto timer = timed([&] { return fmt::format("qk_norm_rope T={}", q.rows); });
+  QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
+                             k_norm, eps, rope);
+  a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
+  check(launch_qk_norm_rope(a, stream_), "qk_norm_rope", [&] {
+    return fmt::format("qk_norm_rope of q {} and k {} (head_dim {}, rotary_dim {})", shape(q), shape(k), rope.head_dim,
+                       rope.rotary_dim);
+  });
+}
+
+void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm,
+                                     float eps, std::span<const int32_t> positions, const RopeParams& rope,
+                                     KvCache& cache, int layer, std::span<const int64_t> slots) {
+  const KvCacheShape& s = cache.shape();
+  // The kernel takes an FP8 cache's scales per rope head (its cache rows
+  // need only the row width).
+  if (v.cols != k.cols || s.token_elems() != k.cols || (s.scaled() && s.head_dim != rope.head_dim)) {
+    Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, positions, rope, cache, layer, slots);
+    return;
+  }
+  bind();
+  auto timer = timed([&] { return fmt::format("qk_norm_rope_store T={}", q.rows); });
+  QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
+                             k_norm, eps, rope);
+  a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
+  a.v = v.data;
+  a.slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
+  a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.cache_dtype = s.dtype;
+  a.k_scales = cache.k_scales(layer), a.v_scales = cache.v_scales(layer);  // FP8 only (null otherwise)
+  check(launch_qk_norm_rope(a, stream_), "qk_norm_rope_store", [&] {
+    return fmt::format("qk_norm_rope_store of q {}, k {}, v {} into a {} cache (layer {}, head_dim {}, rotary_dim {})",
+                       shape(q), shape(k), shape(v), dtype_name(s.dtype), layer, rope.head_dim, rope.rotary_dim);
+  });
+}
+
+void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
+  bind();
+  auto timer = timed([&] { return fmt::format("kv_store T={}", k.rows); });
+  const KvCacheShape& s = cache.shape();
+  const int64_t* d_slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
+  check(launch_kv_store(k.data, v.data, static_cast<int64_t>(slots.size()), d_slots, s.num_kv_heads, s.head_dim,
+                        cache.k_base(layer), cache.v_base(layer), cache.k_scales(layer), cache.v_scales(layer), s.dtype,
+                        stream_),
+        "kv_store", [&] {
+          return fmt::format("kv_store of k {} and v {} into a {} cache (layer {})", shape(k), shape(v),
+                             dtype_name(s.dtype), layer);
+        });
+}
+
+void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                            float scale, Act out) {
+  bind();
+  auto timer = timed([&] { return fmt::format("attention T={} ({} seqs)", q.rows, seqs.size()); });
+  const KvCacheShape& s = cache.shape();
+  const int G = num_heads / s.num_kv_heads;
+  const AttnMeta meta = upload_attention_meta(seqs, G, tc_attention_ && attention_prefill_supports(s.dtype, s.head_dim),
+                                              attention_decode_supports(s.dtype, s.head_dim, G));
+  // A recorded step is sized by the step's context bound, so that its key
+  // splits serve every context up to it (splits past a sequence's keys are empty).
+  AttentionArgs a;
+  a.q = q.data, a.out = out.data, a.T = q.rows;
+  a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
+  a.k_scales = cache.k_scales(layer), a.v_scales = cache.v_scales(layer);
+  a.block_size = s.block_size, a.kv_heads = s.num_kv_heads, a.head_dim = s.head_dim, a.group = G, a.scale = scale;
+  a.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.seq_off);
+  a.items = reinterpret_cast<const AttnItem*>(meta.device + meta.item_off);
+  a.num_items = meta.num_items;
+  a.block_tables = reinterpret_cast<const int32_t*>(meta.device + meta.table_off);
+  if (G * s.num_kv_heads != num_heads || meta.num_items + meta.num_prefill_items + meta.num_decode_items == 0)
+    die(cudaErrorInvalidValue, "attention",
+        fmt::format("attention of q {} with {} heads over {} kv heads ({} sequences)", shape(q), num_heads,
+                    s.num_kv_heads, seqs.size()),
+        __FILE__, __LINE__);
+  if (meta.num_prefill_items > 0) {
+    AttentionArgs p = a;
+    p.items = reinterpret_cast<const AttnItem*>(meta.device + meta.prefill_off);
+    p.num_items = meta.num_prefill_items;
+    // The prefill kernel writes every row of out when it has all the work:
+    // then also out's FP8 copy (a head of 128 = one quantisation group), for o_proj.
+    if (meta.num_items == 0 && meta.num_decode_items == 0 && out.cols == int64_t{num_heads} * s.head_dim)
+      p.out8 = fp8_copy_for(out);
+    if (flashinfer_prefill_ && (s.dtype == DType::kBF16 || s.dtype == DType::kF8E4M3) &&
+        s.head_dim == kFlashInferHeadDim && !capturing_) {
+      attention_prefill_flashinfer(q, meta, seqs, p, num_heads, p.out8, out);
+    } else {
+      check(launch_attention_prefill(p, stream_), "attention (prefill)", [&] {
+        return fmt::format("tensor-core prefill attention of q {} over a {} cache (layer {}, {} items of {} vectors, "
+                           "{} kv heads x {}, group {})",
+                           shape(q), dtype_name(s.dtype), layer, p.num_items, kPrefillVectors, s.num_kv_heads,
+                           s.head_dim, G);
+      });
+    }
+  }
+  if (meta.num_decode_items > 0) {
+    AttentionArgs d = a;
+    d.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.decode_off);
+    d.items = nullptr;
+    d.num_items = meta.num_decode_items;
+    size_splits(d, d.num_items, std::max(meta.max_decode_keys, context_bound_), kDecodeTileKeys);
+    if (d.splits > 1) {
+      d.partials = static_cast<float*>(attn_decode_partials_.reserve(
+          attention_decode_partial_floats(d.num_items, s.num_kv_heads, d.splits) * sizeof(float), stream_));
+      d.counters = static_cast<unsigned*>(
+          attn_counters_.reserve(sizeof(unsigned) * d.num_items * s.num_kv_heads, stream_, true));
+    }
+    // Enough (sequence, kv head) blocks for no split: tensor cores (the SIMT
+    // kernel is shared-memory bound at large batches).
+    const bool mma =
+        tc_attention_ && attention_decode_on_mma(s.dtype, s.head_dim, G, {d.splits, d.split_keys}, split_decode_);
+    check(mma ? launch_attention_decode_mma(d, stream_) : launch_attention_decode(d, stream_), "attention (decode)", [&] {
+      return fmt::format("{} decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
+                         "splits of {} keys)",
+                         mma ? "tensor-core" : "SIMT", shape(q), dtype_name(s.dtype), layer, d.num_items,
+                         s.num_kv_heads, s.head_dim, G, d.splits, d.split_keys);
+    });
+  }
+  if (meta.num_items == 0) return;
+  // At least 128 keys (a tile per warp) per split.
+  size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
+  if (a.splits > 1)
+    a.partials = static_cast<float*>(attn_partials_.reserve(
+        attention_partial_floats(q.rows, num_heads, s.head_dim, a.splits) * sizeof(float), stream_));
+  auto context = [&] {
+    return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
+                       shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
+  };
+  check(launch_attention(a, stream_), "attention", context);
+}
+
+void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) {
+  const size_t pairs = static_cast<size_t>(x.rows) * top_k;
+  bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
+  auto timer = timed([&] { return fmt::format("route T={}", x.rows); });
+  RouteArgs a;
+  a.x = x.data, a.T = x.rows;
+  a.gate = DeviceWeight{static_cast<const uint8_t*>(device_view(gate, "route")), nullptr, gate.dtype, gate.shape[0],
+                        gate.shape[1], 0};
+  a.bias = device_view(bias, "route"), a.bias_dtype = bias.dtype;
+  a.top_k = top_k, a.scaling = scaling;
+  a.logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * gate.shape[0], stream_));
+  a.expert_ids = out.expert_ids, a.weights = out.weights;
+  auto context = [&] {
+    return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
+  };
+  if (x.cols != gate.shape[1]) die(cudaErrorInvalidValue, "route", context(), __FILE__, __LINE__);
+  if (route_gemm_.applies(a.x, a.T, a.gate, a.logits)) {
+    const cudaError_t e = route_gemm_.logits(a.x, a.T, a.gate, a.logits, stream_);
+    if (e == cudaSuccess) {
+      check(launch_route_select(a, stream_), "route (selection)", context);
+      return;
+    }
+    if (e != cudaErrorNotSupported) die(e, "route (fp32 GEMM)", context(), __FILE__, __LINE__);
+  }
+  // The one-kernel router's per-group counters (the selection alone needs none).
+  a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
+  check(launch_route(a, num_sms_, stream_), "route", context);
+}
+
+void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
+  bind_reader({written(out)});
+  auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });
+  MoeArgs a;
+  a.x = x.data, a.T = x.rows;
+  a.experts = device_experts(layer);
+  a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
+  a.out = out.data;
+  a.num_sms = num_sms_;
+  a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
+  a.use_cutlass = a.fp8_tensor_cores && moe_cutlass_;
+  a.wgmma_decode = moe_decode_wgmma_;
+  if (a.wgmma_decode)
+    a.counters = static_cast<unsigned*>(moe_counters_.reserve(
+        sizeof(unsigned) * moe_decode_counter_count(x.rows, a.experts.hidden), stream_, true));
+  if (moe_reads_x8(a)) {
+    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+    a.x8 = x8.q, a.sx = x8.s;
+  }
+  a.scratch = moe_scratch_.reserve(moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate,
+                                                     a.experts.num_experts, a.use_cutlass),
+                                   stream_);
+  auto context = [&] {
+    return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {})", shape(x), a.experts.num_experts,
+                       dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k);
+  };
+  if (x.cols != a.experts.hidden) die(cudaErrorInvalidValue, "moe", context(), __FILE__, __LINE__);
+  check(launch_moe(a, stream_), "moe", context);
+}
+
+Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
+  // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
+  const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
+  if (!fp8_paths || scales_.empty() || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
+      reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
+    return {};
+  return fp8_copy_.produce(out, stream_);
+}
+
+void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
+  const AttentionSplits sp = attention_splits(items * a.kv_heads, max_keys, num_sms_, granule);
+  a.splits = sp.splits, a.split_keys = sp.split_keys;
+}
+
+bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode) {
+  if (!attention_decode_mma_supports(dtype, head_dim, group)) return false;
+  if (sp.splits == 1) return true;
+  return mode == SplitDecode::kMma || (mode == SplitDecode::kAuto && sp.split_keys >= kDecodeMmaMinSplitKeys);
+}
+
+AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule) {
+  // Split the keys when the blocks would leave the GPU idle (decode at small
+  // batches): about two blocks per SM.
+  int64_t splits = 1;
+  if (blocks < 2 * num_sms)
+    splits = std::clamp<int64_t>((2 * num_sms + blocks - 1) / blocks, 1, (max_keys + granule - 1) / granule);
+  const int64_t per = (max_keys + splits - 1) / splits;
+  AttentionSplits sp;
+  sp.split_keys = static_cast<int>(std::max<int64_t>(1, (per + granule - 1) / granule) * granule);
+  sp.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + sp.split_keys - 1) / sp.split_keys));
+  return sp;
+}
+
+CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,
+                                                        bool prefill_ok, bool decode_ok) {
+  // Work list: each sequence's (row, head-in-group) vectors in items of 8
+  // (general kernel), or of kPrefillVectors for the tensor-core prefill
+  // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
+  std::vector<AttnSeq> seq_list, decode_seqs;  // decode_seqs: the decode kernel's rows, one sequence each
+  std::vector<AttnItem> items, prefill_items;
+  std::vector<int32_t> tables;
+  AttnMeta m;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqSlice& sq = seqs[i];
+    seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
+                        static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
+    tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
+    if (prefill_ok && sq.num_rows >= kPrefillMinRows) {
+      m.prefill_seqs.push_back(static_cast<int32_t>(i));
+      // Last vectors first: causal, their blocks see the most keys, so they start first.
+      for (int64_t v = (sq.num_rows * group - 1) / kPrefillVectors * kPrefillVectors; v >= 0; v -= kPrefillVectors)
+        prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+      continue;
+    }
+    if (decode_ok && sq.num_rows == 1) {
+      decode_seqs.push_back(seq_list.back());
+      m.max_decode_keys = std::max(m.max_decode_keys, sq.context_len);
+      continue;
+    }
+    for (int64_t v = 0; v < sq.num_rows * group; v += kAttnVectors)
+      items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
+    m.max_keys = std::max(m.max_keys, sq.context_len);  // of the general kernel's sequences
+  }
+  // The block tables last: they grow as contexts do, and a recorded decode
+  // graph reads every section at the offset it had when it was recorded
+  // (with the tables first or between, a grown table moved the decode
+  // sequences under a replay, which then read block ids as sequences).
+  // The other sections' sizes depend only on the step's shape (the graph key).
+  attn_meta_host_.clear();
+  m.seq_off = pack(attn_meta_host_, seq_list), m.item_off = pack(attn_meta_host_, items);
+  m.prefill_off = pack(attn_meta_host_, prefill_items), m.decode_off = pack(attn_meta_host_, decode_seqs);
+  m.table_off = pack(attn_meta_host_, tables);
+  m.num_items = static_cast<int64_t>(items.size());
+  m.num_prefill_items = static_cast<int64_t>(prefill_items.size());
+  m.num_decode_items = static_cast<int64_t>(decode_seqs.size());
+  m.device = static_cast<const uint8_t*>(upload(attn_meta_, attn_meta_host_.data(), attn_meta_host_.size(),
+                                                "the attention work list"));
+  m.seqs = std::move(seq_list);
+  return m;
+}
+
+const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t bytes, const char* what) {
+  if (capturing_ && !array.holds(host, bytes)) {
+    log_error("CUDA graph capture: {} differ from those staged by begin_step (a copy cannot be recorded); "
+              "M2CPP_CUDA_GRAPHS=0 runs without graphs",
+              what);
+    std::abort();
+  }
+  return array.upload(host, bytes, stream_);
+}
+
+void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
+  bind();
+  auto timer = timed([&] { return fmt::format("add_rms_norm T={}", x.rows); });
+  auto context = [&] {
+    return fmt::format("add_rms_norm of {} + {} by {} {} into {}", shape(x), shape(y), dtype_name(weight.dtype),
+                       weight.shape.str(), shape(out));
+  };
+  if (x.rows != y.rows || x.cols != y.cols || out.data == x.data) die(cudaErrorInvalidValue, "add_rms_norm", context(), __FILE__, __LINE__);
+  check(launch_add_rms_norm(x.data, y.data, x.rows, x.cols, device_view(weight, "add_rms_norm"), weight.dtype, eps,
+                            out.data, fp8_copy_for(out), stream_),
+        "add_rms_norm", context);
+}
+
+void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
+  auto it = qkv_.find(wq.device);
+  if (it == qkv_.end() || x.rows > kGemvMaxTokens) {  // not stacked, or many tokens: three products
+    Backend::qkv_proj(x, wq, wk, wv, q, k, v);
+    return;
+  }
+  bind();
+  auto timer = timed([&] { return fmt::format("qkv_proj T={}", x.rows); });
+  const DeviceWeight& d = it->second;
+  auto context = [&] {
+    return fmt::format("qkv_proj x {} · W {} {} -> q {}, k {}, v {}", shape(x), dtype_name(d.dtype),
+                       Shape{d.rows, d.cols}.str(), shape(q), shape(k), shape(v));
+  };
+  if (x.cols != d.cols || q.cols + k.cols + v.cols != d.rows || q.rows != x.rows || k.rows != x.rows ||
+      v.rows != x.rows)
+    die(cudaErrorInvalidValue, "qkv_proj", context(), __FILE__, __LINE__);
+  MatmulOut out;
+  out.y[0] = q.data, out.y[1] = k.data, out.y[2] = v.data;
+  out.ld[0] = q.cols, out.ld[1] = k.cols, out.ld[2] = v.cols;
+  out.end[0] = q.cols, out.end[1] = q.cols + k.cols;
+  check(launch_matmul_split(x.data, x.rows, x.cols, d, out, num_sms_, stream_), "qkv_proj", context);
+}
+
+}  // namespace cuda
+}  // namespace m2

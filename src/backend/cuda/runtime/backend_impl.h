@@ -1,0 +1,210 @@
+// The CUDA backend's class (private to backend/cuda/). Ops queue kernels on
+// one stream and return at once; copy_to_host waits for them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/bf16_convert.h"
+#include "backend/cuda/attention/flashinfer_prefill.h"
+#include "backend/cuda/attention/qk_norm_rope.h"
+#include "backend/cuda/elementwise/elementwise.h"
+#include "backend/cuda/gemm/bf16_matmul.h"
+#include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/gemm/matmul.h"
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/route.h"
+#include "backend/cuda/moe/route_gemm.h"
+#include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/device_buffer.h"
+#include "backend/cuda/runtime/device_caps.h"
+#include "backend/cuda/runtime/device_kernels.h"
+#include "backend/cuda/runtime/dummy_fill.h"
+#include "backend/cuda/runtime/fp8_act_copy.h"
+#include "backend/cuda/runtime/op_profile.h"
+#include "backend/cuda/runtime/roofline.h"
+#include "backend/cuda/sampling/sampling.h"
+#include "model/backend.h"
+#include "model/weight_stream.h"
+
+namespace m2::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // `arch`: probe_cuda_arch(device), which decides the kernels it may launch.
+  CudaBackend(int device, const CudaArch& arch);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  Status prepare_weights(ModelWeights& weights) override;
+  std::shared_ptr<void> allocate(size_t bytes) override;
+  void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
+  void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
+
+  void embed(const TensorView& table, std::span<const int32_t> ids, Act out) override;
+  void rms_norm(Act x, const TensorView& weight, float eps, Act out) override;
+  void add(Act x, Act y) override;
+  void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
+  void matmul(Act x, const Linear& w, Act y) override;
+  void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                    std::span<const int32_t> positions, const RopeParams& rope) override;
+  void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
+  void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
+                 Act out) override;
+  void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
+  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+  void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) override;
+  void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
+  void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
+                          std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache, int layer,
+                          std::span<const int64_t> slots) override;
+
+  // Step graphs (cuda_graphs.cpp).
+  GraphMode begin_step(uint64_t graph_key, const StepArrays& step) override;
+  void end_graph() override;
+  void drop_graphs();
+  Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;  // cuda_sampling.cpp
+  MemoryInfo memory_info() override;
+
+  cudaStream_t stream() const { return stream_; }
+  int64_t fp8_copies_used() const { return fp8_copy_.uses(); }
+
+ private:
+  // sample() without sm_90 code: the logits to the host, model/sampling.h's reference there.
+  Status sample_on_host(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
+
+  // Weight uploads (cuda_weights.cpp).
+  Status upload_view(const TensorView& t, const char* what);
+  Status upload_linear(Linear& l, const char* what);
+  Status upload_experts(LayerWeights& layer, int index);
+  // q, k and v of a layer in one allocation (rows stacked), so that decode
+  // streams them in one pass; false when their shapes do not allow it.
+  Status upload_qkv(LayerWeights& layer, const char* what, bool* fused);
+  Status device_alloc(size_t bytes, const char* what, uint8_t** out);
+  // Queues the upload of `src` to `dst`; prepare_weights streams the queue.
+  void queue_copy(void* dst, const TensorView& src, std::string_view what);
+
+  // Device copies of prepared weights; an unprepared one stops the process.
+  const void* device_view(const TensorView& t, const char* op) const;
+  DeviceWeight device_weight(const Linear& l, const char* op) const;
+  const DeviceExperts& device_experts(const LayerWeights& layer) const;
+
+  // The attention work list of `seqs` (sequences, items, block tables packed
+  // into attn_meta_host_) uploaded to attn_meta_; returns its device copy.
+  struct AttnMeta {
+    const uint8_t* device = nullptr;
+    size_t seq_off = 0, item_off = 0, table_off = 0, prefill_off = 0, decode_off = 0;
+    int64_t num_items = 0, num_prefill_items = 0, num_decode_items = 0;
+    int64_t max_keys = 0, max_decode_keys = 0;  // of the general kernel's, the decode kernel's sequences
+    std::vector<AttnSeq> seqs;                   // host copies of the uploaded sequences (one per slice)
+    std::vector<int32_t> prefill_seqs;           // those of the prefill items (indices into seqs)
+  };
+  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok, bool decode_ok);
+  // The prefill items' sequences (meta.prefill_seqs) by FlashInfer's kernel:
+  // q to bf16, the kernel, o back to fp32 (and out8). `a` holds the caches
+  // and the uploaded block tables; `seqs` the host block tables (FP8 pages).
+  void attention_prefill_flashinfer(Act q, const AttnMeta& meta, std::span<const SeqSlice> seqs,
+                                    const AttentionArgs& a, int heads, Fp8Out out8, Act out);
+  // Key splits of `items` work items x kv heads over at most max_keys keys
+  // (keys per split a multiple of `granule`): enough blocks to fill the GPU.
+  void size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const;
+  // A small host array's device copy; while a graph is being recorded the
+  // bytes must be those staged by begin_step (a copy cannot be recorded).
+  const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);
+
+  // Brackets an op's launches for the per-op profile (M2CPP_CUDA_PROFILE=1);
+  // `key()` (op and shape) is only built then.
+  template <class Key>
+  OpProfile::Scope timed(Key key) {
+    return profile_ ? OpProfile::Scope(profile_.get(), stream_, key()) : OpProfile::Scope();
+  }
+
+  // The start of every op: makes device_ the calling thread's current
+  // device (ops may come from any thread) and drops the FP8 copy of an
+  // activation (fp8_act_copy.h: any op may write its memory).
+  void bind();
+  // The start of an op that writes only `writes` (matmul, route, moe): bind(),
+  // keeping the FP8 copy unless one of them overlaps it.
+  void bind_reader(std::initializer_list<WrittenBytes> writes);
+  void bind_device() const;
+  // Where a producer about to write `out` also writes out's FP8 copy, or none
+  // (null q) when no FP8 product would read it: the FP8 paths off
+  // (M2CPP_FP8_GEMM=off, a device without them), no FP8 weights, fewer than
+  // kFp8GemmMinTokens rows (products of fewer stream fp32 activations),
+  // columns not a multiple of 128, or out not 16-byte aligned.
+  Fp8Out fp8_copy_for(const Act& out);
+  // After a launch: stop with `context()` if it failed (and, with
+  // M2CPP_CUDA_SYNC=1, if the kernel itself failed).
+  template <class Context>
+  void check(cudaError_t launch, const char* op, const Context& context) {
+    if (launch == cudaSuccess && sync_each_op_ && !capturing_) launch = cudaStreamSynchronize(stream_);
+    if (launch != cudaSuccess) die(launch, op, context(), __FILE__, __LINE__);
+  }
+
+  int device_ = 0;
+  CudaFeatures features_;  // what this device may run (declared before fp8_matmul_, which reads it)
+  int num_sms_ = 0;
+  bool sync_each_op_ = false;
+  cudaStream_t stream_ = nullptr;
+
+  std::vector<void*> weight_memory_;                           // owned device allocations
+  std::unordered_map<const void*, const void*> views_;         // host data -> device copy
+  std::unordered_set<const void*> linears_;                     // Linear::device values we set
+  std::unordered_map<const void*, const float*> scales_;       // device FP8 weight -> its scales
+  std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
+  std::unordered_map<const void*, DeviceWeight> qkv_;          // q_proj.device -> q|k|v stacked
+  std::vector<WeightCopy> pending_copies_;                     // prepare_weights' queued uploads
+
+  // Step graphs: one executable graph per key, valid for the memory
+  // generation it was recorded in; a key is recorded the second time it is
+  // seen in a generation (the first run grows the scratch buffers).
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<uint64_t, StepGraph> graphs_;
+  std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
+  std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
+  bool graphs_enabled_ = true;
+  bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
+  // Prefill attention by FlashInfer's Hopper kernel (flashinfer_prefill.h;
+  // FP8 caches through bf16 copies of their pages) where built, unless
+  // M2CPP_ATTN_PREFILL=mma.
+  bool flashinfer_prefill_ = false;
+  // The decode kernel for steps whose keys are split (attention_decode_on_mma;
+  // M2CPP_ATTN_DECODE_SPLIT=simt|mma forces one).
+  SplitDecode split_decode_ = SplitDecode::kAuto;
+  // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
+  bool moe_cutlass_ = false;
+  // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).
+  bool moe_decode_wgmma_ = false;
+  bool capturing_ = false;
+  uint64_t capture_key_ = 0;
+  int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
+
+  Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(fp8_gemm_mode_from_env(), features_)};  // FP8 weights x many tokens
+  Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
+  DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
+  DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
+  // FlashInfer's prefill attention: its work plan, bf16 copies of q and o,
+  // and for FP8 caches the pages it reads, copied to bf16.
+  FlashInferPlan fi_plan_;
+  std::vector<int32_t> fi_pages_host_;
+  DeviceArray fi_plan_device_, fi_pages_device_;
+  DeviceBuffer fi_q_, fi_o_, fi_k_, fi_v_;
+  std::vector<uint8_t> attn_meta_host_;
+  DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
+  DeviceBuffer sample_results_;
+  std::vector<SampleRowResult> sample_results_host_;
+  Bf16Matmul bf16_matmul_{bf16_gemm_enabled_from_env()};  // BF16 weights x many tokens (bf16_matmul.h)
+  RouteGemm route_gemm_{route_gemm_enabled_from_env()};    // the router's logits for many tokens (route_gemm.h)
+  std::vector<float> sample_logits_host_;  // sample_on_host
+};
+
+}  // namespace m2::cuda

@@ -1,0 +1,45 @@
+#include "backend/cuda/runtime/fp8_act_copy.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "util/log.h"
+
+namespace m2::cuda {
+
+bool fused_quant_enabled_from_env() {
+  const char* v = std::getenv("M2CPP_FUSED_QUANT");
+  if (!v || !*v || std::strcmp(v, "on") == 0) return true;
+  if (std::strcmp(v, "off") == 0) return false;
+  log_warn("M2CPP_FUSED_QUANT={} is not one of on, off: using on", v);
+  return true;
+}
+
+void Fp8ActCopy::begin_reader_op(std::initializer_list<WrittenBytes> writes) {
+  if (!live_) return;
+  const auto* lo = reinterpret_cast<const uint8_t*>(act_.data);
+  const uint8_t* hi = lo + written(act_).bytes;
+  for (const WrittenBytes& w : writes) {
+    const auto* b = static_cast<const uint8_t*>(w.data);
+    if (w.bytes > 0 && b < hi && lo < b + w.bytes) live_ = false;
+  }
+}
+
+Fp8Out Fp8ActCopy::produce(const Act& out, cudaStream_t stream) {
+  live_ = false;
+  if (!enabled_) return {};
+  const size_t codes = static_cast<size_t>(out.rows * out.cols);
+  copy_.q = static_cast<uint8_t*>(q_.reserve(codes, stream));
+  copy_.s = static_cast<float*>(s_.reserve(codes / kFp8Block * sizeof(float), stream));
+  act_ = out;
+  live_ = true;
+  return copy_;
+}
+
+Fp8Out Fp8ActCopy::use(const Act& x) {
+  if (!live_ || x.data != act_.data || x.rows != act_.rows || x.cols != act_.cols) return {};
+  ++uses_;
+  return copy_;
+}
+
+}  // namespace m2::cuda

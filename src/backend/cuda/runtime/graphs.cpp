@@ -1,0 +1,104 @@
+// Decode steps as CUDA graphs. A decode step of M2 at batch 1 is ~300 short
+// kernels (10 per layer); launched one by one, the gaps between them cost
+// more than many of the kernels themselves. The model hands each step's
+// small arrays to begin_step, which uploads them to the fixed device buffers
+// the ops read; a step shape (batch size, context bucket) seen before in the
+// same memory generation is replayed from its graph, and its second sighting
+// is recorded (the first grows the scratch buffers to their final sizes, so
+// that nothing is allocated while recording).
+//
+// What a recorded step depends on besides the staged arrays: weight, KV-cache
+// and scratch addresses (any allocation or scratch growth bumps the memory
+// generation, which retires every graph) and the context bound (part of the
+// key: the attention key splits are sized by it; splits beyond a sequence's
+// keys do nothing). M2CPP_CUDA_GRAPHS=0 runs every step op by op.
+#include <algorithm>
+
+#include "backend/cuda/attention/attention.h"
+#include "backend/cuda/runtime/backend_impl.h"
+#include "backend/cuda/runtime/check.h"
+#include "util/log.h"
+
+namespace m2::cuda {
+namespace {
+constexpr size_t kMaxGraphs = 256;          // recorded shapes kept (then all are dropped)
+constexpr int64_t kMaxGraphTokens = 1024;   // larger decode batches run op by op
+}  // namespace
+
+Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays& step) {
+  bind();
+  context_bound_ = 0;
+  if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphTokens ||
+      step.num_kv_heads <= 0)
+    return GraphMode::kEager;
+  context_bound_ = step.context_bound;
+
+  // Room for the block tables up to the context bound, so that the work
+  // list keeps its address while the contexts grow into the bucket.
+  size_t table_entries = 0;
+  for (const SeqSlice& s : step.seqs)
+    table_entries += static_cast<size_t>((step.context_bound * static_cast<int64_t>(s.block_table.size()) +
+                                          std::max<int64_t>(s.context_len, 1) - 1) /
+                                         std::max<int64_t>(s.context_len, 1));
+  // (+ 128: the 16-byte alignment of its 5 sections)
+  attn_meta_.reserve(step.seqs.size() * (sizeof(AttnSeq) + sizeof(AttnItem)) + table_entries * sizeof(int32_t) + 128,
+                     stream_);
+  // Stage what the ops will upload, so that they (and a replay) find it in place.
+  upload(ids_, step.tokens.data(), step.tokens.size_bytes(), "token ids");
+  upload(positions_, step.positions.data(), step.positions.size_bytes(), "positions");
+  upload(slots_, step.slots.data(), step.slots.size_bytes(), "slots");
+  const int group = step.num_heads / step.num_kv_heads;  // decode rows: no prefill items
+  upload_attention_meta(step.seqs, group, false, attention_decode_supports(step.kv_dtype, step.head_dim, group));
+
+  const uint64_t generation = memory_generation();
+  auto it = graphs_.find(graph_key);
+  if (it != graphs_.end() && it->second.generation == generation) {
+    M2_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_), "replaying the decode graph of {} tokens",
+                  step.tokens.size());
+    return GraphMode::kReplayed;
+  }
+  if (it != graphs_.end()) {
+    cudaGraphExecDestroy(it->second.exec);
+    graphs_.erase(it);
+  }
+  auto seen = seen_.find(graph_key);
+  if (seen == seen_.end() || seen->second != generation) {
+    seen_[graph_key] = generation;  // run eagerly once: scratch reaches its size for this shape
+    return GraphMode::kEager;
+  }
+  if (graphs_.size() >= kMaxGraphs) {
+    for (auto& [key, g] : graphs_) cudaGraphExecDestroy(g.exec);
+    graphs_.clear();
+  }
+  M2_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                "starting to record the decode graph of {} tokens", step.tokens.size());
+  capturing_ = true;
+  capture_key_ = graph_key;
+  return GraphMode::kCapturing;
+}
+
+void CudaBackend::end_graph() {
+  bind();
+  cudaGraph_t graph = nullptr;
+  capturing_ = false;
+  M2_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph),
+                "recording a decode graph (M2CPP_CUDA_GRAPHS=0 runs without graphs)");
+  cudaGraphExec_t exec = nullptr;
+  M2_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0), "instantiating a decode graph of {} nodes",
+                [&] {
+                  size_t n = 0;
+                  cudaGraphGetNodes(graph, nullptr, &n);
+                  return n;
+                }());
+  cudaGraphDestroy(graph);
+  graphs_[capture_key_] = StepGraph{exec, memory_generation()};
+  M2_CUDA_CHECK(cudaGraphLaunch(exec, stream_), "launching a freshly recorded decode graph");
+}
+
+void CudaBackend::drop_graphs() {
+  for (auto& [key, g] : graphs_) cudaGraphExecDestroy(g.exec);
+  graphs_.clear();
+  seen_.clear();
+}
+
+}  // namespace m2::cuda
