@@ -28,6 +28,7 @@
 #include "backend/cuda/runtime/roofline.h"
 #include "backend/cuda/sampling/sampling.h"
 #include "model/backend.h"
+#include "util/status.h"
 
 namespace m2 {
 namespace {
@@ -79,7 +80,8 @@ struct Row {
 
 class Bench {
  public:
-  Bench() : gpu_(make_cuda_backend(0)) {
+  // `variant`: the CudaOptions fields a row compares (the rest: M2CPP_CUDA_OPTIONS).
+  explicit Bench(void (*variant)(cuda::CudaOptions&) = nullptr) : gpu_(make_cuda_backend(0, options(variant))) {
     if (!gpu_) std::exit(1);
     stream_ = static_cast<cudaStream_t>(cuda_stream(*gpu_));
     require(cudaEventCreate(&start_), "event");
@@ -87,6 +89,13 @@ class Bench {
   }
 
   Backend& gpu() { return *gpu_; }
+  static cuda::CudaOptions options(void (*variant)(cuda::CudaOptions&)) {
+    auto o = cuda::CudaOptions::parse("");
+    if (!o.ok()) std::fprintf(stderr, "%s\n", o.status().message().c_str()), std::exit(1);
+    cuda::CudaOptions v = *o;
+    if (variant) variant(v);
+    return v;
+  }
 
   TensorView host_tensor(DType dtype, Shape shape) {
     auto& b = host_.emplace_back(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
@@ -180,36 +189,36 @@ void bench_gemv_paths(Bench& b) {
     const char* name;
     int64_t N, K;
   };
+  Bench simt([](cuda::CudaOptions& o) { o.gemv_mma = false; });
   for (const Shape2& sh : {Shape2{"q|k|v", 8192, 3072}, Shape2{"o_proj", 3072, 6144}}) {
     const size_t bytes = static_cast<size_t>(sh.N * sh.K) + (sh.N / 128) * (sh.K / 128) * 4;
     const int copies = static_cast<int>(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
-    ModelWeights w;
-    w.layers.resize(copies);
-    for (auto& L : w.layers) L.q_proj = b.linear(DType::kF8E4M3, sh.N, sh.K);
-    b.prepare(w);
     for (bool mma : {true, false}) {
-      cuda::gemv_mma_enabled() = mma;
+      Bench& on = mma ? b : simt;
+      ModelWeights w;
+      w.layers.resize(copies);
+      for (auto& L : w.layers) L.q_proj = on.linear(DType::kF8E4M3, sh.N, sh.K);
+      on.prepare(w);
       for (int64_t T : {1, 4}) {
-        Act x = b.act(T, sh.K), y = b.act(T, sh.N);
-        const double us = b.time_us(100, [&](int i) { b.gpu().matmul(x, w.layers[i % copies].q_proj, y); });
+        Act x = on.act(T, sh.K), y = on.act(T, sh.N);
+        const double us = on.time_us(100, [&](int i) { on.gpu().matmul(x, w.layers[i % copies].q_proj, y); });
         b.add(fmt::format("matmul {} T={} [{}]", sh.name, T, mma ? "tensor cores" : "SIMT"),
               "F8_E4M3 " + dims(sh.N, sh.K), us, static_cast<double>(bytes), 2.0 * T * sh.N * sh.K);
       }
+      if (!mma) continue;
+      // The same weight every call (it fits in L2): what a product whose
+      // weights were prefetched into L2 can reach; the "% copy" column then
+      // compares L2 to the HBM copy rate.
+      Act x = b.act(1, sh.K), y = b.act(1, sh.N);
+      const double us = b.time_us(100, [&](int) { b.gpu().matmul(x, w.layers[0].q_proj, y); });
+      b.add(fmt::format("matmul {} T=1 [tensor cores, L2 warm]", sh.name), "F8_E4M3 " + dims(sh.N, sh.K), us,
+            static_cast<double>(bytes), 2.0 * sh.N * sh.K);
     }
-    cuda::gemv_mma_enabled() = true;  // the loop above ends on the SIMT core
-    // The same weight every call (it fits in L2): what a product whose
-    // weights were prefetched into L2 can reach; the "% copy" column then
-    // compares L2 to the HBM copy rate.
-    Act x = b.act(1, sh.K), y = b.act(1, sh.N);
-    const double us = b.time_us(100, [&](int) { b.gpu().matmul(x, w.layers[0].q_proj, y); });
-    b.add(fmt::format("matmul {} T=1 [tensor cores, L2 warm]", sh.name), "F8_E4M3 " + dims(sh.N, sh.K), us,
-          static_cast<double>(bytes), 2.0 * sh.N * sh.K);
   }
-  cuda::gemv_mma_enabled() = true;
 }
 
 // The lm_head [200064, 3072] BF16 at decode batches of more than 16 tokens,
-// on the path the backend picks (tensor cores unless M2CPP_BF16_GEMM=off,
+// on the path the backend picks (tensor cores unless the bf16_gemm variant is off,
 // bf16_matmul.h). Bytes: what the tensor-core path must move, W read twice
 // (once per GEMM) + x + y (the second GEMM's read-back of y and the bf16
 // split scratch are not counted); FLOPs 2·T·N·K, and the tensor cores'
@@ -438,12 +447,10 @@ int main(int argc, char** argv) {
   bench_moe(b, quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16, 64});
   {
     // The decode MoE's SIMT down kernel, which the tensor-core one replaces
-    // on sm_90 (M2CPP_MOE_DECODE, read when a backend starts).
-    setenv("M2CPP_MOE_DECODE", "stream", 1);
-    Bench m;
+    // on sm_90 (the moe_decode_wgmma variant).
+    Bench m([](cuda::CudaOptions& o) { o.moe_decode_wgmma = false; });
     bench_moe(m, {1, 4}, " [stream]");
     b.append(m.rows());
-    unsetenv("M2CPP_MOE_DECODE");
   }
   bench_attention(b, 1024, 1);
   bench_attention(b, 1024, 64);
@@ -456,12 +463,16 @@ int main(int argc, char** argv) {
   bench_route(b, quick ? std::vector<int64_t>{1, 64, 256} : std::vector<int64_t>{1, 64, 256, 2048});
   bench_qk_norm_rope(b, {1, 64});
   if (!quick) {
-    // FP8 tensor-core paths, one backend per M2CPP_FP8_GEMM mode (read when
-    // a backend starts): dense prefill GEMMs own vs cuBLASLt, grouped MoE on
-    // tensor cores vs the fp32-activation SIMT tiles ("off").
-    for (const char* mode : {"own", "cublaslt", "off"}) {
-      setenv("M2CPP_FP8_GEMM", mode, 1);
-      Bench m;
+    // FP8 tensor-core paths, one backend per fp8_gemm mode: dense prefill
+    // GEMMs own vs cuBLASLt, grouped MoE on tensor cores vs the
+    // fp32-activation SIMT tiles ("off").
+    using Variant = void (*)(cuda::CudaOptions&);
+    const std::pair<const char*, Variant> modes[] = {
+        {"own", [](cuda::CudaOptions& o) { o.fp8_gemm = cuda::Fp8GemmMode::kOwn; }},
+        {"cublaslt", [](cuda::CudaOptions& o) { o.fp8_gemm = cuda::Fp8GemmMode::kCublasLt; }},
+        {"off", [](cuda::CudaOptions& o) { o.fp8_gemm = cuda::Fp8GemmMode::kOff; }}};
+    for (const auto& [mode, variant] : modes) {
+      Bench m(variant);
       const std::string tag = fmt::format(" [{}]", mode);
       if (std::strcmp(mode, "off") != 0) {
         bench_matmul(m, ("q_proj" + tag).c_str(), DType::kF8E4M3, 6144, 3072, {512, 2048, 8192});
@@ -472,14 +483,11 @@ int main(int argc, char** argv) {
                                                    : std::vector<int64_t>{64, 256, 2048, 8192}, tag);
       b.append(m.rows());
     }
-    unsetenv("M2CPP_FP8_GEMM");
     // The SIMT kernel the tensor-core lm_head replaces (same byte count: the
     // rows compare times).
-    setenv("M2CPP_BF16_GEMM", "off", 1);
-    Bench off;
+    Bench off([](cuda::CudaOptions& o) { o.bf16_gemm = false; });
     bench_lm_head_gemm(off, " [BF16 GEMM off]", {64, 256}, c.copy_bytes_per_s, c.bf16_flops);
     b.append(off.rows());
-    unsetenv("M2CPP_BF16_GEMM");
   }
   // The sampling kernel needs sm_90 code; elsewhere the backend samples on the host.
   const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(0);

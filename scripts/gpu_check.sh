@@ -8,7 +8,7 @@
 #   4. `m2cpp bench decode --device cuda` on dummy weights at the real M2.7
 #      shape with as many layers as fit (LAYERS, default 30; 8 if that fails);
 #      A/B reruns with an environment variable set: DECODE_VARIANTS (batch 1),
-#      BATCH_VARIANTS (batches and prefill), e.g. "M2CPP_MOE_CUTLASS=off".
+#      BATCH_VARIANTS (batches and prefill), e.g. "M2CPP_CUDA_OPTIONS=moe_cutlass=off".
 #   (TIMELINE=1: also where a batch-1 step's time goes, kernel by kernel with
 #    their real overlap: CUPTI records, tools/cuda_timeline; see 3d below)
 #   (CUTLASS_BENCH=1: also bench/cutlass_moe_bench.cu, CUTLASS's grouped FP8
@@ -74,7 +74,7 @@ export M2CPP_SOURCE_DIR=$ROOT  # the tests' fixtures, wherever this checkout is
 run() {
   local limit=$1
   shift
-  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_SYNC="${M2CPP_CUDA_SYNC:-0}" "$@"
+  timeout $(( limit > 10 ? limit : 10 )) env "$LDP" M2CPP_CUDA_OPTIONS="${M2CPP_CUDA_OPTIONS:-}" "$@"
 }
 
 # 1. Binaries: carried, or built here.
@@ -103,14 +103,14 @@ for filter in 'Ops.*:CudaBackend.*:Fused*' 'Fp8Gemm.*:Bf16Gemm.*' 'CudaAttention
   'CudaAttention.DecodeBatchMatchesCpu:CudaAttention.DecodeBatchOnSimt*' 'CudaAttention.DecodeBatchOnTensorCores*' \
   'Sampling.*' '*Model*:CudaGraphs.*'; do
   [[ -n "${SKIP_TESTS:-}" ]] && break
-  M2CPP_CUDA_SYNC=1 run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
+  M2CPP_CUDA_OPTIONS=sync=on run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done
 # Random engine-like step mixes against the CPU backend and the W8A8 paths
 # against their float64 reference, with graphs on (as
-# a server runs: M2CPP_CUDA_SYNC would turn them off).
+# a server runs: sync=on would turn them off).
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  M2CPP_CUDA_SYNC=0 run 150 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter='Kv/StepMix.*:Paths/W8A8.*' >> "$OUT/tests.log" 2>&1 ||
+  M2CPP_CUDA_OPTIONS= run 150 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter='Kv/StepMix.*:Paths/W8A8.*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
@@ -136,11 +136,11 @@ if [[ "${CUTLASS_BENCH:-}" == 1 ]]; then
 fi
 
 # 3b. Where a decode step's GPU time goes (PROFILE=1): the per-op table of
-# M2CPP_CUDA_PROFILE=1 (no graphs) for batch 1 and 64 on a few layers.
+# M2CPP_CUDA_OPTIONS=profile=on (no graphs) for batch 1 and 64 on a few layers.
 if [[ -n "${PROFILE:-}" ]]; then
   for batch in 1 64; do
     echo "== batch $batch" >> "$OUT/profile.log"
-    M2CPP_CUDA_PROFILE=1 run 120 "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
+    M2CPP_CUDA_OPTIONS=profile=on run 120 "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
       --num-layers "${PROFILE_LAYERS:-4}" --device cuda --kv-dtype bf16 --context 1024 --tokens 16 \
       $( ((batch > 1)) && echo --batch $batch) >> "$OUT/profile.log" 2>&1 || note "profile at batch $batch failed"
   done
@@ -155,7 +155,7 @@ fi
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 if [[ -n "${NCU:-}${NCU_DETAIL:-}" && -n "$NCU_BIN" ]]; then
   for batch in $([[ -n "${NCU:-}" ]] && echo 1 64); do
-    M2CPP_CUDA_GRAPHS=0 run 200 "$NCU_BIN" --cache-control none --clock-control none --csv --print-units base \
+    M2CPP_CUDA_OPTIONS=graphs=off run 200 "$NCU_BIN" --cache-control none --clock-control none --csv --print-units base \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
       -k "regex:^(?!fill_dummy)" -c "${NCU_KERNELS:-400}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy --num-layers 2 \
       --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
@@ -167,7 +167,7 @@ if [[ -n "${NCU:-}${NCU_DETAIL:-}" && -n "$NCU_BIN" ]]; then
   # kernel-name regex, e.g. "route_kernel|attention_decode"): warp stall
   # reasons, issue and occupancy of one batch-1 decode step's launches.
   if [[ -n "${NCU_DETAIL:-}" ]]; then
-    M2CPP_CUDA_GRAPHS=0 run 200 "$NCU_BIN" --cache-control none --clock-control none --section SpeedOfLight \
+    M2CPP_CUDA_OPTIONS=graphs=off run 200 "$NCU_BIN" --cache-control none --clock-control none --section SpeedOfLight \
       --section WarpStateStats --section SchedulerStats --section Occupancy -k "regex:$NCU_DETAIL" --launch-skip 10 \
       -c "${NCU_DETAIL_KERNELS:-8}" "$BUILD/m2cpp" bench decode -m configs/minimax-m2.7.json --load-format dummy \
       --num-layers 1 --device cuda --kv-dtype bf16 --context 1024 --prefill-chunk 1024 --tokens 3 \
@@ -221,7 +221,7 @@ fi
 # Ablation of the decode step's launch machinery: DECODE_VARIANTS="VAR=0 ..."
 # reruns batch-1 decode with each variable set in turn.
 if [[ -n "${DECODE_VARIANTS:-}" ]]; then
-  for v in ${DECODE_VARIANTS}; do  # e.g. "M2CPP_CUDA_PDL=0,M2CPP_CUDA_PREFETCH=0 M2CPP_CUDA_GRAPHS=0"
+  for v in ${DECODE_VARIANTS}; do  # e.g. "M2CPP_CUDA_OPTIONS=pdl=off M2CPP_CUDA_OPTIONS=graphs=off"
     (( $(left) > 200 )) || break
     echo "== $v" >> "$OUT/decode_variants.log"
     IFS=, read -ra vars <<< "$v"
@@ -236,7 +236,7 @@ for batch in ${DECODE_BATCHES-64 256}; do
   decode "$LAYERS" $(( $(left) - 40 )) decode_batch.log --context 1024 --batch $batch --tokens 8 \
     --json "$OUT/decode_b$batch.json" || note "decode at batch $batch failed (rc $?)"
 done
-# The same for the batch and prefill figures: BATCH_VARIANTS="M2CPP_MOE_CUTLASS=off ..." reruns each
+# The same for the batch and prefill figures: BATCH_VARIANTS="M2CPP_CUDA_OPTIONS=moe_cutlass=off ..." reruns each
 # batch of DECODE_BATCHES and, unless SKIP_PREFILL, the 8K prefill with each variable set in turn
 # (batch_variants.log; each run loads the model again, ~60 s for 30 layers).
 for v in ${BATCH_VARIANTS:-}; do
@@ -272,7 +272,7 @@ fi
     grep -E '^(==|decode|bandwidth)' "$OUT/decode_variants.log" | sed 's/^/   /'
   fi
   [[ -s "$OUT/cutlass_moe.log" ]] && { echo "== grouped FP8 MoE GEMM: CUTLASS vs ours (cutlass_moe_bench)"; sed 's/^/   /' "$OUT/cutlass_moe.log" | head -60; }
-  [[ -s "$OUT/profile.log" ]] && { echo "== per-op profile (M2CPP_CUDA_PROFILE=1)"; sed 's/^/   /' "$OUT/profile.log" | grep -vE 'loading|progress' | head -120; }
+  [[ -s "$OUT/profile.log" ]] && { echo "== per-op profile (profile=on)"; sed 's/^/   /' "$OUT/profile.log" | grep -vE 'loading|progress' | head -120; }
   [[ -s "$OUT/ncu_summary.txt" ]] && { echo "== kernels under ncu (decode steps, 2 layers)"; sed 's/^/   /' "$OUT/ncu_summary.txt"; }
   echo "== batch 64 and 256, 1K context"
   grep -E '^(decode|bytes/step|ceiling)' "$OUT/decode_batch.log" 2>/dev/null | sed 's/^/   /'

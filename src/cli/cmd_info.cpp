@@ -8,6 +8,10 @@
 #include "util/cpu_features.h"
 #include "util/json.h"
 
+#ifdef M2CPP_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace m2::cli {
 namespace {
 
@@ -42,6 +46,50 @@ Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const C
     }
   }
   return n;
+}
+
+#ifdef M2CPP_WITH_CUDA
+// "decode:1,decode:64,prefill:8192" -> steps (decode: that many sequences of
+// one row at `context`; prefill: one sequence of that many rows, context = rows).
+Result<std::vector<cuda::StepShape>> parse_steps(const std::string& spec, int64_t context, DType kv) {
+  std::vector<cuda::StepShape> steps;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    at = comma + 1;
+    const size_t colon = item.find(':');
+    int64_t n = 0;
+    if (colon != std::string::npos) {
+      const std::string num = item.substr(colon + 1);
+      if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string::npos)
+        return errorf("--plan-steps: '{}': the count is not a number", item);
+      n = std::stoll(num);
+    }
+    const std::string kind = item.substr(0, colon);
+    if (n < 1 || (kind != "decode" && kind != "prefill"))
+      return errorf("--plan-steps: '{}' is not decode:N or prefill:N (N >= 1)", item);
+    steps.push_back(kind == "decode" ? cuda::StepShape{n, 1, context, kv} : cuda::StepShape{1, n, n, kv});
+  }
+  return steps;
+}
+#endif
+
+int run_plan(const ModelOptions& mo, const std::string& steps, int64_t context, const std::string& kv) {
+#ifdef M2CPP_WITH_CUDA
+  auto cfg = load_config_from(mo.model);
+  if (!cfg.ok()) return fmt::print(stderr, "error: {}\n", cfg.status().message()), 1;
+  ModelConfig c = *cfg;
+  if (mo.num_layers > 0) c.num_hidden_layers = std::min(c.num_hidden_layers, mo.num_layers);
+  auto options = cuda::CudaOptions::parse(mo.cuda_options);
+  if (!options.ok()) return fmt::print(stderr, "error: {}\n", options.status().message()), 1;
+  auto parsed = parse_steps(steps, context, kv == "bf16" ? DType::kBF16 : DType::kF8E4M3);
+  if (!parsed.ok()) return fmt::print(stderr, "error: {}\n", parsed.status().message()), 1;
+  fmt::print("{}", cuda_describe_plans(c, *parsed, *options));
+  return 0;
+#else
+  return fmt::print(stderr, "error: --plan: this build has no CUDA backend\n"), 1;
+#endif
 }
 
 int run_info(const ModelOptions& mo, bool as_json) {
@@ -112,9 +160,25 @@ Command make_info(CLI::App& parent) {
   auto* app = parent.add_subcommand("info", "Config summary, parameter counts, bytes by dtype, KV bytes per token");
   auto mo = std::make_shared<ModelOptions>();
   auto as_json = std::make_shared<bool>(false);
+  auto plan = std::make_shared<bool>(false);
+  auto steps = std::make_shared<std::string>("decode:1,decode:4,decode:64,decode:256,prefill:8192");
+  auto context = std::make_shared<int64_t>(1024);
+  auto kv = std::make_shared<std::string>("fp8");
   mo->add_to(app);
   app->add_flag("--json", *as_json, "Machine-readable output");
-  return {app, [mo, as_json] { return run_info(*mo, *as_json); }};
+  app->add_flag("--plan", *plan,
+                "Every kernel a forward step runs on the CUDA backend (on GPU 0, or an H200 without one), for the "
+                "steps of --plan-steps, with --cuda-options");
+  app->add_option("--plan-steps", *steps, "decode:N (N sequences of one row) and prefill:N (one sequence of N rows), "
+                                          "comma-separated")
+      ->capture_default_str();
+  app->add_option("--plan-context", *context, "Tokens of context of each decode sequence")->capture_default_str();
+  app->add_option("--plan-kv-dtype", *kv, "KV cache dtype of the plan: fp8 | bf16")
+      ->check(CLI::IsMember({"fp8", "bf16"}))
+      ->capture_default_str();
+  return {app, [mo, as_json, plan, steps, context, kv] {
+            return *plan ? run_plan(*mo, *steps, *context, *kv) : run_info(*mo, *as_json);
+          }};
 }
 
 }  // namespace

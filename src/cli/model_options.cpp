@@ -25,6 +25,10 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
 #ifdef M2CPP_WITH_CUDA
   app->add_option("--device", device, "cpu, or cuda[:N] (GPU N, default 0)")
       ->check([](const std::string& d) { return d == "cpu" || parse_cuda_device(d) >= 0 ? "" : "expected cpu or cuda[:N]"; });
+  app->add_option("--cuda-options", cuda_options,
+                  "The CUDA backend's switches, key=value[,...]: fp8_gemm=cublaslt|own|off, moe_cutlass=on|off, "
+                  "attn_prefill=flashinfer|mma, tc_attention, graphs, sync, profile, pdl=on|off (also "
+                  "M2CPP_CUDA_OPTIONS; this flag wins)");
 #else
   app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
 #endif
@@ -70,7 +74,8 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (device == "cpu") return make_cpu_backend();
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
-    std::unique_ptr<Backend> b = make_cuda_backend(gpu);
+    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
+    std::unique_ptr<Backend> b = make_cuda_backend(gpu, options);
     if (!b) return errorf("--device {}: the CUDA backend could not start (see the message above)", device);
     return b;
   }

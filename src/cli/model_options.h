@@ -28,6 +28,7 @@ struct ModelOptions {
   int threads = 0;
   std::string device = "cpu";
   double gpu_memory_utilization = 0;  // 0: not given
+  std::string cuda_options;           // --cuda-options (backend/cuda/runtime/cuda_options.h)
 
   void add_to(CLI::App* app, bool model_required = true);
   LoadOptions load_options() const;

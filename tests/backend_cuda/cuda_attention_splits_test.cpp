@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/attention_plan.h"
 
 namespace m2::test {
 namespace {

@@ -33,6 +33,7 @@
 #include <numeric>
 
 #include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/attention_plan.h"
 #include "backend/cuda/attention/attention_prefill.h"
 #include "cuda_test_util.h"
 
@@ -83,12 +84,12 @@ class CudaAttention : public CudaTest {
   void expect_same_cache(const KvCacheShape& shape, const KvCache& gcache, const KvCache& ccache,
                          const std::string& what);
   // The backend's kernel for decode rows whose keys are split (set with
-  // M2CPP_ATTN_DECODE_SPLIT when a test makes its own backend).
+  // CudaOptions::split_decode when a test makes its own backend).
   cuda::SplitDecode split_decode_ = cuda::SplitDecode::kAuto;
-  void use_split_decode(cuda::SplitDecode mode, const char* env) {
-    setenv("M2CPP_ATTN_DECODE_SPLIT", env, 1);
-    gpu_ = make_cuda_backend(0);
-    unsetenv("M2CPP_ATTN_DECODE_SPLIT");
+  void use_split_decode(cuda::SplitDecode mode) {
+    cuda::CudaOptions o = test_options();
+    o.split_decode = mode;
+    gpu_ = make_cuda_backend(0, o);
     ASSERT_TRUE(gpu_);
     split_decode_ = mode;
   }
@@ -196,13 +197,11 @@ TEST_F(CudaAttention, PrefillMatchesCpu) {
 }
 
 // Where FlashInfer's kernel takes the cases above (flashinfer_prefill.h), our
-// mma.sync kernel too (M2CPP_ATTN_PREFILL=mma: builds or GPUs without
+// mma.sync kernel too (attn_prefill=mma: builds or GPUs without
 // FlashInfer's); and FlashInfer's over blocks of 12 (pages not a power of
 // two) with chunks of long contexts beside decode and short rows.
 TEST_F(CudaAttention, PrefillOnMmaSyncMatchesCpu) {
-  setenv("M2CPP_ATTN_PREFILL", "mma", 1);
-  gpu_ = make_cuda_backend(0);
-  unsetenv("M2CPP_ATTN_PREFILL");
+  gpu_ = make_cuda_backend(0, test_options("attn_prefill=mma"));
   ASSERT_TRUE(gpu_);
   for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
     for (int64_t n : {16, 17, 100, 1000}) run({kH, kKv, kHd, 16, dt, {{n, n}}}, 150 + n);
@@ -263,11 +262,11 @@ TEST_F(CudaAttention, DecodeBatchMatchesCpu) {
   decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); }, true);
 }
 TEST_F(CudaAttention, DecodeBatchOnSimtMatchesCpu) {
-  use_split_decode(cuda::SplitDecode::kSimt, "simt");
+  use_split_decode(cuda::SplitDecode::kSimt);
   decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); }, false);
 }
 TEST_F(CudaAttention, DecodeBatchOnTensorCoresWithSplitsMatchesCpu) {
-  use_split_decode(cuda::SplitDecode::kMma, "mma");
+  use_split_decode(cuda::SplitDecode::kMma);
   decode_batches([&](const AttnSpec& c, uint64_t seed) { return run(c, seed); }, false);
 }
 

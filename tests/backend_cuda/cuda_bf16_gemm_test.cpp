@@ -131,7 +131,7 @@ TEST_F(Bf16Gemm, ExactlyRepresentableInputsGiveExactResults) {
       const cudaError_t e = direct.run(gx.data, T, K, d, gy.data, kN, stream());
       ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e) << " (not supported: no cuBLASLt algorithm)";
       EXPECT_EQ(max_abs_diff(to_host(gy), want), 0.0) << "Bf16Matmul " << what;
-      gpu_->matmul(gx, w.lm_head, op);  // the backend op (M2CPP_BF16_GEMM as set)
+      gpu_->matmul(gx, w.lm_head, op);  // the backend op (with the bf16_gemm variant as set)
       EXPECT_EQ(max_abs_diff(to_host(op), want), 0.0) << "matmul op " << what;
     }
   }
@@ -155,12 +155,12 @@ TEST_F(Bf16Gemm, RandomInputsMatchCpuWithinDerivedBound) {
       const cudaError_t e = direct.run(gx.data, T, K, d, tc.data, kN, stream());
       ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
       // The path it replaces: matmul.cu's SIMT kernel, fp32 activations.
-      ASSERT_EQ(cuda::launch_matmul(gx.data, T, K, d, simt.data, kN, num_sms(), stream()), cudaSuccess) << what;
+      ASSERT_EQ(cuda::launch_matmul(cuda::MatmulKernel::kTiledSimt, gx.data, T, K, d, cuda::single_out(simt.data, kN, kN), num_sms(), stream()), cudaSuccess) << what;
       gpu_->matmul(gx, w.lm_head, op);
       const auto got_tc = to_host(tc), got_simt = to_host(simt), got_op = to_host(op);
       EXPECT_EQ(over_bound(got_tc, want, bound, kN, "tensor cores " + what), 0);
       EXPECT_EQ(over_bound(got_op, want, bound, kN, "matmul op " + what), 0);
-      if (cuda::bf16_gemm_enabled_from_env()) {  // the op takes this path: the same algorithm, the same bits
+      if (test_options().bf16_gemm) {  // the op takes this path: the same algorithm, the same bits
         EXPECT_EQ(max_abs_diff(got_op, got_tc), 0.0) << "matmul op vs Bf16Matmul " << what;
       }
       const double e_tc = rel_error(got_tc, want), e_simt = rel_error(got_simt, want);
@@ -174,7 +174,7 @@ TEST_F(Bf16Gemm, RandomInputsMatchCpuWithinDerivedBound) {
   }
 }
 
-// M2CPP_BF16_GEMM=off: the backend keeps the SIMT kernel (fp32 activations),
+// The bf16_gemm variant off: the backend keeps the SIMT kernel (fp32 activations),
 // which agrees with the CPU and with the default backend's result.
 TEST_F(Bf16Gemm, OffSwitchKeepsTheSimtKernel) {
   HostTensors h(34);
@@ -182,8 +182,7 @@ TEST_F(Bf16Gemm, OffSwitchKeepsTheSimtKernel) {
   const Linear l = h.linear(DType::kBF16, kN, K);
   std::unique_ptr<Backend> off;
   {
-    ScopedEnv env("M2CPP_BF16_GEMM", "off");
-    off = make_cuda_backend(0);
+    off = make_cuda_backend(0, test_options("bf16_gemm=off"));
   }
   ASSERT_TRUE(off);
   ModelWeights w_on, w_off;
@@ -201,7 +200,7 @@ TEST_F(Bf16Gemm, OffSwitchKeepsTheSimtKernel) {
   off->matmul(Act{static_cast<float*>(mem_x.get()), T, K}, w_off.lm_head, Act{static_cast<float*>(mem_y.get()), T, kN});
   std::vector<float> got_off(T * kN);
   off->copy_to_host(mem_y.get(), got_off.data(), got_off.size() * sizeof(float));
-  EXPECT_LE(rel_error(got_off, want), kRelL2Bound) << "M2CPP_BF16_GEMM=off";
+  EXPECT_LE(rel_error(got_off, want), kRelL2Bound) << "bf16_gemm=off";
   EXPECT_LE(rel_error(got_on, want), kRelL2Bound) << "default";
   EXPECT_LE(rel_error(got_on, got_off), 2 * kRelL2Bound) << "default vs off";
   std::printf("  T %lld: rel L2 vs CPU: default %.2e, off %.2e\n", static_cast<long long>(T), rel_error(got_on, want),

@@ -3,6 +3,7 @@
 // architecture without a feature traps there; a wrong decision would launch it.
 #include <gtest/gtest.h>
 
+#include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/runtime/device_caps.h"
 #include "backend/cuda/moe/moe_cutlass.h"
 

@@ -160,13 +160,13 @@ class Fp8Gemm : public CudaTest {
     else
       EXPECT_EQ(e, cudaSuccess) << "cuBLASLt " << what << ": " << cudaGetErrorString(e);
   }
-  // Whether the backend ops take the FP8 paths (M2CPP_FP8_GEMM is not off
-  // and the device runs the kernels).
+  // Whether the backend ops take the FP8 paths (fp8_gemm is not off and the
+  // device runs the kernels).
   bool ops_use_fp8() const {
-    return cuda::fp8_gemm_mode_for(cuda::fp8_gemm_mode_from_env(), features_) != Fp8GemmMode::kOff;
+    return cuda::fp8_gemm_mode_for(test_options().fp8_gemm, features_) != Fp8GemmMode::kOff;
   }
   // Whether the backend's moe op takes the CUTLASS path.
-  bool ops_use_cutlass() const { return ops_use_fp8() && features_.cutlass_moe && cuda::moe_cutlass_enabled_by_env(); }
+  bool ops_use_cutlass() const { return ops_use_fp8() && features_.cutlass_moe && test_options().moe_cutlass; }
   // Top-k routing over E experts, skewed: expert 0 in every token (most
   // pairs), the experts in `unused` in none, the rest weighted E - e (low
   // ids more often); normalised positive weights.
@@ -273,7 +273,7 @@ TEST_F(Fp8Gemm, ExactlyRepresentableInputsGiveExactResults) {
         EXPECT_EQ(max_abs_diff(got_lt, want), 0.0) << "cuBLASLt [" << N << ", " << K << "] T " << T << ": "
                                                     << worst(got_lt, want, N);
       }
-      if (T >= cuda::kFp8GemmMinTokens && ops_use_fp8()) {  // the backend op (M2CPP_FP8_GEMM's kernel)
+      if (T >= cuda::kFp8GemmMinTokens && ops_use_fp8()) {  // the backend op (the fp8_gemm option's kernel)
         gpu_->matmul(gx, w.lm_head, op);
         const auto got_op = to_host(op);
         EXPECT_EQ(max_abs_diff(got_op, want), 0.0) << "matmul op [" << N << ", " << K << "] T " << T << ": "
@@ -468,7 +468,7 @@ TEST_F(Fp8Gemm, DecodeMoeDownOnTensorCoresKeepsFp32Accuracy) {
         EXPECT_LE(rel_error(g, c2), 2e-5) << what << " token " << t << ": " << worst(g, c2, H);
         EXPECT_LE(rel_error(s2, c2), 2e-5) << what << " token " << t << " (SIMT): " << worst(s2, c2, H);
       }
-      if (cuda::moe_decode_wgmma_enabled_by_env()) {
+      if (test_options().moe_decode_wgmma) {
         Act op = poisoned(T, H);
         gpu_->moe(gx, L, Routing{gpu_array(ids), gpu_array(rw), T, k}, op);
         const auto got_op = to_host(op);

@@ -4,7 +4,7 @@
 //     that output, byte for byte;
 //   - the backend's FP8 products reading those copies (q|k|v, o_proj, the
 //     MoE) give bit for bit what they give quantising for themselves
-//     (M2CPP_FUSED_QUANT=off), and decode sizes (<= 16 tokens) make none;
+//     (fused_quant=off), and decode sizes (<= 16 tokens) make none;
 //   - a copy is not used once its activation has been written, or for
 //     another view of the same memory;
 //   - the whole model, prefill and decode steps (recorded graphs included),
@@ -30,11 +30,14 @@
 namespace m2::test {
 namespace {
 
-// A CUDA backend made with M2CPP_FUSED_QUANT = `value` (null: the default,
-// on) and without M2CPP_CUDA_SYNC (which turns step graphs off).
-std::unique_ptr<Backend> backend_with_fused_quant(const char* value) {
-  ScopedEnv fused("M2CPP_FUSED_QUANT", value), sync("M2CPP_CUDA_SYNC", nullptr);
-  return make_cuda_backend(0);
+// A CUDA backend with the fused_quant variant `value` (null: the default, on)
+// and `kernels` (fp8_gemm, moe_cutlass), without sync (which turns step
+// graphs off).
+std::unique_ptr<Backend> backend_with_fused_quant(const char* value, const std::string& kernels = "") {
+  cuda::CudaOptions o = test_options(kernels);
+  o.fused_quant = !value || std::string_view(value) != "off";
+  o.sync_each_op = false;
+  return make_cuda_backend(0, o);
 }
 
 // Whether this device and environment run the FP8 tensor-core paths at all.
@@ -43,9 +46,9 @@ bool fp8_paths_on(cuda::CudaFeatures* features = nullptr) {
   if (!arch.ok()) return false;
   const cuda::CudaFeatures f = cuda::cuda_features(arch.value());
   if (features) *features = f;
-  return cuda::fp8_gemm_mode_for(cuda::fp8_gemm_mode_from_env(), f) != cuda::Fp8GemmMode::kOff;
+  return cuda::fp8_gemm_mode_for(test_options().fp8_gemm, f) != cuda::Fp8GemmMode::kOff;
 }
-constexpr const char* kNoFp8 = "no FP8 tensor-core paths here (device or M2CPP_FP8_GEMM=off)";
+constexpr const char* kNoFp8 = "no FP8 tensor-core paths here (device or fp8_gemm=off)";
 
 // One backend with its own device memory: inputs go up through its own
 // stream (two backends' streams are not ordered with each other).
@@ -61,9 +64,9 @@ struct Side {
   int64_t uses() { return cuda_fp8_copies_used(*b); }
 };
 
-// A backend with the fusion (index 0) and one with M2CPP_FUSED_QUANT=off (1).
-std::array<Side, 2> fused_and_unfused() {
-  return {Side{backend_with_fused_quant(nullptr), {}}, Side{backend_with_fused_quant("off"), {}}};
+// A backend with the fusion (index 0) and one with the fused_quant variant off (1).
+std::array<Side, 2> fused_and_unfused(const std::string& kernels = "") {
+  return {Side{backend_with_fused_quant(nullptr, kernels), {}}, Side{backend_with_fused_quant("off", kernels), {}}};
 }
 
 // Layer L prepared on both sides (weights[i] holds side i's device copies).
@@ -206,7 +209,7 @@ TensorView random_norm_weight(HostTensors& h, int64_t H) {
 }
 
 // A layer's norm -> q|k|v and norm -> route -> MoE on two backends, fused
-// and M2CPP_FUSED_QUANT=off: identical outputs; the fused one hands its
+// and fused_quant=off: identical outputs; the fused one hands its
 // copies to the 3 products and the MoE from 17 tokens, none at 16. With the
 // default kernels (cuBLASLt, CUTLASS MoE on sm_90), then our own GEMM and
 // MoE kernels.
@@ -227,13 +230,8 @@ TEST_F(FusedQuant, ProductsOnCopiesMatchUnfusedBitForBit) {
   L.experts.resize(E);
   for (ExpertWeights& e : L.experts)
     e = {h.linear(DType::kF8E4M3, I, H), h.linear(DType::kF8E4M3, I, H), h.linear(DType::kF8E4M3, H, I)};
-  struct Kernels {
-    const char* fp8_gemm;  // M2CPP_FP8_GEMM
-    const char* moe_cutlass;
-  };
-  for (const Kernels kern : {Kernels{nullptr, nullptr}, Kernels{"own", "off"}}) {
-    ScopedEnv gemm("M2CPP_FP8_GEMM", kern.fp8_gemm), moe("M2CPP_MOE_CUTLASS", kern.moe_cutlass);
-    std::array<Side, 2> sides = fused_and_unfused();
+  for (const std::string kernels : {"", "fp8_gemm=own,moe_cutlass=off"}) {
+    std::array<Side, 2> sides = fused_and_unfused(kernels);
     std::array<ModelWeights, 2> weights;
     ASSERT_NO_FATAL_FAILURE(prepare_layer(sides, weights, L));
     for (int64_t T : {16, 17, 100}) {
@@ -256,11 +254,11 @@ TEST_F(FusedQuant, ProductsOnCopiesMatchUnfusedBitForBit) {
         got[i] = {s.host(q), s.host(kk), s.host(v), s.host(hh), s.host(out)};
         uses[i] = s.uses() - before;
       }
-      const std::string what = fmt::format("at T {} ({} kernels)", T, kern.fp8_gemm ? "own" : "default");
+      const std::string what = fmt::format("at T {} ({} kernels)", T, kernels.empty() ? "default" : kernels);
       const char* names[] = {"q", "k", "v", "post-attention norm", "moe"};
       for (int j = 0; j < 5; ++j) EXPECT_TRUE(same_bits(got[0][j], got[1][j])) << names[j] << " " << what;
       EXPECT_EQ(uses[0], T >= cuda::kFp8GemmMinTokens ? 4 : 0) << "copies read (q, k, v, moe) " << what;
-      EXPECT_EQ(uses[1], 0) << "M2CPP_FUSED_QUANT=off " << what;
+      EXPECT_EQ(uses[1], 0) << "fused_quant=off " << what;
     }
   }
 }
@@ -398,7 +396,7 @@ TEST(FusedQuantModel, PrefillAndDecodeMatchUnfusedBitForBit) {
       uses[i] = sides[i].uses() - before;
     }
     EXPECT_TRUE(same_bits(logits[0], logits[1])) << cs.what;
-    EXPECT_EQ(uses[1], 0) << cs.what << ": M2CPP_FUSED_QUANT=off";
+    EXPECT_EQ(uses[1], 0) << cs.what << ": fused_quant=off";
     if (cs.uses_per_layer >= 0) {
       EXPECT_EQ(uses[0], cs.uses_per_layer * c.num_hidden_layers) << cs.what << ": copies read";
     }

@@ -264,15 +264,13 @@ TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   auto w = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
   ASSERT_TRUE(w.ok()) << w.status().message();
-  // (M2CPP_CUDA_SYNC=1, which gpu_check.sh sets for the op tests, turns graphs off.)
-  const char* sync = std::getenv("M2CPP_CUDA_SYNC");
-  const std::string saved_sync = sync ? sync : "";
-  unsetenv("M2CPP_CUDA_SYNC");
-  setenv("M2CPP_CUDA_GRAPHS", "0", 1);
-  auto eager = make_cuda_backend(0);
-  unsetenv("M2CPP_CUDA_GRAPHS");
-  auto graphs = make_cuda_backend(0);
-  if (sync) setenv("M2CPP_CUDA_SYNC", saved_sync.c_str(), 1);
+  // (sync, which gpu_check.sh sets for the op tests, would turn graphs off.)
+  cuda::CudaOptions eager_options = test_options(), graph_options = test_options();
+  eager_options.graphs = false;
+  graph_options.sync_each_op = false;
+  graph_options.graphs = true;
+  auto eager = make_cuda_backend(0, eager_options);
+  auto graphs = make_cuda_backend(0, graph_options);
   ASSERT_TRUE(eager && graphs);
   ASSERT_TRUE(eager->prepare_weights(**w).ok());
   auto w2 = load_model(data_path("m2-tiny-fp8"), LoadOptions{});

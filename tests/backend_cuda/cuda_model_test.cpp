@@ -30,7 +30,7 @@ class CudaModel : public ::testing::TestWithParam<std::string> {
     auto w = load_model(data_path(GetParam()), LoadOptions{});
     ASSERT_TRUE(w.ok()) << w.status().message();
     weights_ = std::move(w.value());
-    gpu_ = make_cuda_backend(0);
+    gpu_ = make_cuda_backend(0, test_options());
     ASSERT_TRUE(gpu_);
     ASSERT_TRUE(gpu_->prepare_weights(*weights_).ok());
     cpu_ = make_cpu_backend();
@@ -175,7 +175,7 @@ TEST(CudaModelLongContext, ThirtyTwoThousandTokensMatchCpuBackend) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   auto w = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
   ASSERT_TRUE(w.ok());
-  auto gpu = make_cuda_backend(0);
+  auto gpu = make_cuda_backend(0, test_options());
   ASSERT_TRUE(gpu && gpu->prepare_weights(**w).ok());
   auto cpu = make_cpu_backend();
   MiniMaxM2 gm(**w, *gpu), cm(**w, *cpu);

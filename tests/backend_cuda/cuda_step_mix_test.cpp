@@ -14,7 +14,7 @@
 // changes that token's output outright, and on this random-weight model the
 // bf16 q, k, v of the tensor-core attentions already swap some (17 % in a
 // row of the first step, measured on the H200). So:
-//   - fp32 paths (M2CPP_FP8_GEMM=off, M2CPP_CUDA_TC_ATTENTION=0: fp32
+//   - fp32 paths (fp8_gemm=off, tc_attention=off: fp32
 //     activations and attention everywhere, as the CPU): within kOffBound.
 //     A row computed from the wrong keys, rows or blocks differs by about
 //     100 %: this is the check that catches indexing bugs in the work lists,
@@ -91,9 +91,7 @@ TEST_P(StepMix, RandomStepsMatchCpu) {
   auto gw = make_dummy_weights(cfg, 7);
   ASSERT_TRUE(cw.ok() && gw.ok());
   auto cpu = make_cpu_backend();
-  if (!fp8_paths) setenv("M2CPP_FP8_GEMM", "off", 1), setenv("M2CPP_CUDA_TC_ATTENTION", "0", 1);
-  auto gpu = make_cuda_backend(0);
-  unsetenv("M2CPP_FP8_GEMM"), unsetenv("M2CPP_CUDA_TC_ATTENTION");
+  auto gpu = make_cuda_backend(0, test_options(fp8_paths ? "" : "fp8_gemm=off,tc_attention=off"));
   ASSERT_TRUE(gpu);
   ASSERT_TRUE(cpu->prepare_weights(**cw).ok());
   ASSERT_TRUE(gpu->prepare_weights(**gw).ok());

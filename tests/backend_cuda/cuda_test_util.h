@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "util/status.h"
+#include "backend/cuda/runtime/cuda_options.h"
 #include "../model/test_paths.h"
 #include "model/backend.h"
 
@@ -113,20 +115,36 @@ inline LayerWeights& random_fp8_experts(HostTensors& h, ModelWeights& w, int E, 
   return L;
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
+// The options the GPU tests run with: M2CPP_CUDA_OPTIONS (gpu_check.sh sets
+// sync=on for the op tests, which names a failing op), then `variant`, a
+// key=value list of CudaOptions' user keys and of its test variants
+// (fused_quant, route_gemm, bf16_gemm, gemv_mma, moe_decode_wgmma = on|off;
+// split_decode = auto|simt|mma). A bad variant fails the test.
+inline cuda::CudaOptions test_options(std::string_view variant = "") {
+  auto parsed = cuda::CudaOptions::parse("");
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  cuda::CudaOptions o = parsed.ok() ? *parsed : cuda::CudaOptions{};
+  std::string user;
+  for (size_t b = 0; b < variant.size();) {
+    const size_t e = std::min(variant.find(',', b), variant.size()), eq = variant.find('=', b);
+    const std::string key(variant.substr(b, eq - b)), value(variant.substr(eq + 1, e - eq - 1));
+    b = e + 1;
+    bool* flag = key == "fused_quant" ? &o.fused_quant : key == "route_gemm" ? &o.route_gemm
+                 : key == "bf16_gemm" ? &o.bf16_gemm : key == "gemv_mma" ? &o.gemv_mma
+                 : key == "moe_decode_wgmma" ? &o.moe_decode_wgmma : nullptr;
+    if (flag) {
+      *flag = value == "on";
+    } else if (key == "split_decode") {
+      o.split_decode = value == "simt" ? cuda::SplitDecode::kSimt
+                       : value == "mma" ? cuda::SplitDecode::kMma : cuda::SplitDecode::kAuto;
+    } else {
+      user += (user.empty() ? "" : ",") + key + "=" + value;
+    }
   }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+  const Status s = o.apply(user, "test variant");
+  EXPECT_TRUE(s.ok()) << s.message();
+  return o;
+}
 
 // A GPU and a CPU backend; skips the test without a CUDA device.
 // A fresh device copy of host values on backend b as an Act [rows, size /
@@ -148,7 +166,7 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    gpu_ = make_cuda_backend(0);
+    gpu_ = make_cuda_backend(0, test_options());
     ASSERT_TRUE(gpu_) << "the CUDA backend did not start";
     cpu_ = make_cpu_backend();
   }

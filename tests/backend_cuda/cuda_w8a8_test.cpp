@@ -6,7 +6,7 @@
 //     channels to e4m3 (W8A8) in the dense products (our kernel: cuBLASLt
 //     is kept to weights of 1024+ rows and columns, Fp8Matmul::kLtMinDim)
 //     and the grouped MoE (128 / 132 pairs:
-//     CUTLASS, or our kernel with M2CPP_MOE_CUTLASS=off), against the W8A8
+//     CUTLASS, or our kernel with moe_cutlass=off), against the W8A8
 //     reference (w8a8.npy; causal, so its first 32 rows are the 32-token
 //     prompt's);
 //   - 5 tokens: fp32 activations (the tensor-core FP8 decode GEMV with f16
@@ -60,15 +60,7 @@ TEST_P(W8A8, Fp8PathsMatchTheirFloat64Reference) {
   auto w = load_model(data_path("m2-aligned-fp8"), LoadOptions{});
   ASSERT_TRUE(w.ok()) << w.status().message();
   const std::string var = GetParam();
-  std::vector<std::string> names;  // "A=x,B=y": each set while the backend is made
-  for (size_t b = 0; var != "default" && b < var.size();) {
-    const size_t e = std::min(var.find(',', b), var.size()), eq = var.find('=', b);
-    names.push_back(var.substr(b, eq - b));
-    setenv(names.back().c_str(), var.substr(eq + 1, e - eq - 1).c_str(), 1);
-    b = e + 1;
-  }
-  auto gpu = make_cuda_backend(0);
-  for (const std::string& n : names) unsetenv(n.c_str());
+  auto gpu = make_cuda_backend(0, test_options(var == "default" ? "" : var));
   ASSERT_TRUE(gpu);
   ASSERT_TRUE(gpu->prepare_weights(**w).ok());
   MiniMaxM2 model(**w, *gpu);
@@ -103,8 +95,8 @@ TEST_P(W8A8, Fp8PathsMatchTheirFloat64Reference) {
   EXPECT_LE(m5, kW8A32Bound);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, W8A8, ::testing::Values("default", "M2CPP_FP8_GEMM=own", "M2CPP_MOE_CUTLASS=off",
-                                                         "M2CPP_FP8_GEMM=own,M2CPP_ROUTE_GEMM=off"),
+INSTANTIATE_TEST_SUITE_P(Paths, W8A8, ::testing::Values("default", "fp8_gemm=own", "moe_cutlass=off",
+                                                         "fp8_gemm=own,route_gemm=off"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -6,6 +6,11 @@
 #include <cstdint>
 #include <memory>
 
+#include <span>
+#include <string>
+
+#include "backend/cuda/runtime/cuda_options.h"
+#include "backend/cuda/runtime/step_plan.h"
 #include "model/backend.h"
 
 namespace m2 {
@@ -13,10 +18,17 @@ namespace m2 {
 // CUDA devices this process can use (0 without a driver or a device).
 int cuda_device_count();
 
-// The CUDA backend on `device`; null (the reason logged) if it cannot start.
-// Ops stop the process with the op, its shapes and CUDA's message if a CUDA
-// call fails (backend/cuda/runtime/check.h); prepare_weights returns errors.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// The CUDA backend on `device` with `options` (logged at start); null (the
+// reason logged) if it cannot start. Ops stop the process with the op, its
+// shapes and CUDA's message if a CUDA call fails (runtime/check.h);
+// prepare_weights returns errors.
+std::unique_ptr<Backend> make_cuda_backend(int device, const cuda::CudaOptions& options = {});
+
+// Every kernel each step of `steps` runs for `config` with `options`
+// (`m2cpp info --plan`): on CUDA device 0 when there is one, else on an H200
+// as this build would run it.
+std::string cuda_describe_plans(const ModelConfig& config, std::span<const cuda::StepShape> steps,
+                                const cuda::CudaOptions& options);
 
 // The ceilings benchmarks are compared with, measured on `device` now (0 for
 // one that could not be measured): device-to-device copy bandwidth counting
@@ -36,7 +48,7 @@ void* cuda_stream(Backend& cuda_backend);
 // How many FP8 products of a CUDA backend have so far read their input as
 // its producer quantised it (an RMSNorm or the prefill attention writing the
 // FP8 copy beside the fp32 output) instead of quantising it themselves; stays
-// 0 with M2CPP_FUSED_QUANT=off. Tests check that the fused path is taken.
+// 0 with CudaOptions::fused_quant off. Tests check that the fused path is taken.
 int64_t cuda_fp8_copies_used(Backend& cuda_backend);
 
 }  // namespace m2

@@ -61,23 +61,13 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 // Decode rows (sequences of num_rows 1): block x takes seqs[x] (num_items of
 // them; `items` is not read: one load less in the kernel's chain of
 // dependent loads), head_dim 128, group <= 8, BF16 or FP8 caches; split_keys
-// a multiple of kDecodeTileKeys.
+// a multiple of kDecodeTileKeys (keys split by attention_splits, attention_plan.h).
 constexpr int kDecodeHeadDim = 128;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodeTileKeys = 64;
 bool attention_decode_supports(DType dtype, int head_dim, int group);
 size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits);
 cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream);
-// The key split of attention work of `blocks` (item, kv head) blocks whose
-// longest sequence has max_keys keys on a GPU of num_sms SMs: splits when the
-// blocks would leave it idle (about two blocks per SM), each split a
-// multiple of `granule` keys. The backend's rule; the tests predict its
-// kernel choice by it.
-struct AttentionSplits {
-  int splits = 1;
-  int split_keys = 0;
-};
-AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule);
 
 // ---- attention_decode_mma.cu ----------------------------------------------------
 // Decode rows on tensor cores (bf16 Q and P, fp32 softmax and sums): BF16
@@ -85,14 +75,10 @@ AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, 
 // (same records and merge, attention_split_merge.cuh).
 bool attention_decode_mma_supports(DType dtype, int head_dim, int group);
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream);
-// Which decode kernel the backend runs for a split `sp` (unless
-// M2CPP_CUDA_TC_ATTENTION=0, or M2CPP_ATTN_DECODE_SPLIT=simt|mma for split
-// steps): tensor cores without a split (batches), and for splits of at least
-// kDecodeMmaMinSplitKeys keys (long contexts: a pipeline of tiles per block;
-// one or two tiles a block are the SIMT kernel's, whose 8 warps shorten the
-// chain of a batch-1 step at short contexts).
+// Decode steps whose keys are split run on tensor cores from splits of this
+// many keys (long contexts: a pipeline of tiles per block; one or two tiles a
+// block are the SIMT kernel's, whose 8 warps shorten the chain of a batch-1
+// step at short contexts); without a split, always (attention_plan.h).
 constexpr int kDecodeMmaMinSplitKeys = 256;
-enum class SplitDecode { kAuto, kSimt, kMma };
-bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode);
 
 }  // namespace m2::cuda

@@ -22,14 +22,6 @@
 
 namespace m2::cuda {
 
-bool bf16_gemm_enabled_from_env() {
-  const char* v = std::getenv("M2CPP_BF16_GEMM");
-  if (!v || !*v || std::strcmp(v, "on") == 0) return true;
-  if (std::strcmp(v, "off") == 0) return false;
-  log_warn("M2CPP_BF16_GEMM={} is not one of on, off: using on", v);
-  return true;
-}
-
 namespace {
 
 // What applies() guarantees of W, the split scratch (256) and y: the

@@ -35,10 +35,6 @@ class LtPlans;  // cublaslt_plans.h
 // (below: the GEMV of matmul.cu, which streams W once at memory speed).
 constexpr int64_t kBf16GemmMinTokens = kGemvMaxTokens + 1;
 
-// Env M2CPP_BF16_GEMM=off keeps the fp32 SIMT kernel of matmul.cu for every
-// token count (default on).
-bool bf16_gemm_enabled_from_env();
-
 // hi[t, k] = bf16_rn(x[t, k]), lo[t, k] = bf16_rn(x[t, k] - hi[t, k]) as bf16
 // bits, for t < T, k < K; hi and lo packed [T, K] (row stride K). A
 // non-finite hi gets lo = 0 (inf stays inf). K % 4 == 0, x 16-byte aligned,

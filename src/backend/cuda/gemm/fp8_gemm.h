@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/cuda/runtime/cuda_options.h"
 #include "backend/cuda/runtime/device_buffer.h"
 #include "backend/cuda/moe/moe.h"
 
 namespace m2::cuda {
 
-class LtPlans;  // cublaslt_plans.h
+class LtPlans;      // cublaslt_plans.h
+struct MatmulPlan;  // matmul_plan.h
 
 // Dense matmuls of at least this many tokens take the FP8 path (below: the
 // GEMV of matmul.cu, which streams W once at memory speed).
@@ -32,11 +34,6 @@ constexpr int64_t kFp8GemmMinTokens = 17;
 // over its weights).
 constexpr int kFp8MoeTilePairs = 64;
 
-// Which kernel runs the FP8 GEMM: env M2CPP_FP8_GEMM = own | cublaslt | off
-// (off: keep the fp32-activation SIMT kernels everywhere).
-enum class Fp8GemmMode { kOwn, kCublasLt, kOff };
-Fp8GemmMode fp8_gemm_mode_from_env();
-const char* fp8_gemm_mode_name(Fp8GemmMode mode);
 
 // q[t, k] = e4m3(x[t, k] / s[k / 128, t]), s[kb, t] = amax over the 128
 // columns of block kb of row t / 448, for t < T; s is k-block-major
@@ -68,18 +65,15 @@ class Fp8Matmul {
   Fp8Matmul& operator=(const Fp8Matmul&) = delete;
 
   Fp8GemmMode mode() const { return mode_; }
-  // Whether y = x · Wᵀ for T tokens takes this path (mode not off, T >=
-  // kFp8GemmMinTokens, w supported, x 16-byte and y 8-byte aligned, ldx % 4
-  // == 0, ldy even).
-  bool applies(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const float* y, int64_t ldy) const;
   // Quantises x, then run_quantized.
-  cudaError_t run(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
-                  cudaStream_t stream);
-  // The mode's GEMM on x already quantised (q, s as launch_quantize_fp8
+  cudaError_t run(const MatmulPlan& plan, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y,
+                  int64_t ldy, cudaStream_t stream);
+  // The plan's FP8 GEMM (fp8_own, or fp8_cublaslt on plan.lt_rows rows and
+  // fp8_own on the rest) on x already quantised (q, s as launch_quantize_fp8
   // writes them: by its producer, Fp8Out). cuBLASLt without an algorithm for
   // a shape falls back to the own kernel (logged once per shape).
-  cudaError_t run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
-                            int64_t ldy, cudaStream_t stream);
+  cudaError_t run_quantized(const MatmulPlan& plan, const uint8_t* q, const float* s, int64_t T,
+                            const DeviceWeight& w, float* y, int64_t ldy, cudaStream_t stream);
   // cuBLASLt on quantised activations (q, s as launch_quantize_fp8 writes
   // them): cudaErrorNotSupported when it has no algorithm for the shape.
   cudaError_t run_cublaslt(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y, int64_t ldy,

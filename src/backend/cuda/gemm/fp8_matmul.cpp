@@ -1,7 +1,7 @@
 // The dense FP8 path of a backend: activation quantisation into scratch
 // (unless the activation's producer wrote it quantised), then our mma.sync
-// kernel (fp8_gemm.cu) or cuBLASLt's block-scaled FP8 matmul, chosen by
-// M2CPP_FP8_GEMM.
+// kernel (fp8_gemm.cu) or cuBLASLt's block-scaled FP8 matmul, as the plan
+// says (gemm/matmul_plan.h).
 //
 // cuBLASLt's view of the product: cublaslt_plans.h (the "TN" layout FP8
 // needs, A = the weights, B = the activations). Scales: A (weights)
@@ -18,55 +18,29 @@
 
 #include "backend/cuda/gemm/cublaslt_plans.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/gemm/matmul_plan.h"
 #include "util/log.h"
 
 namespace m2::cuda {
 
-Fp8GemmMode fp8_gemm_mode_from_env() {
-  // Default cuBLASLt: its Hopper kernels (wgmma, TMA) are expected to beat
-  // our mma.sync kernel at prefill sizes; bench rows "... own" vs
-  // "... cublaslt" decide (docs/design.md, "FP8 GEMM").
-  const char* v = std::getenv("M2CPP_FP8_GEMM");
-  if (!v || !*v || std::strcmp(v, "cublaslt") == 0) return Fp8GemmMode::kCublasLt;
-  if (std::strcmp(v, "own") == 0) return Fp8GemmMode::kOwn;
-  if (std::strcmp(v, "off") == 0) return Fp8GemmMode::kOff;
-  log_warn("M2CPP_FP8_GEMM={} is not one of own, cublaslt, off: using cublaslt", v);
-  return Fp8GemmMode::kCublasLt;
-}
-
-const char* fp8_gemm_mode_name(Fp8GemmMode mode) {
-  switch (mode) {
-    case Fp8GemmMode::kOwn: return "own";
-    case Fp8GemmMode::kCublasLt: return "cublaslt";
-    default: return "off";
-  }
-}
-
 Fp8Matmul::Fp8Matmul(Fp8GemmMode mode) : mode_(mode) {}
 Fp8Matmul::~Fp8Matmul() = default;
 
-bool Fp8Matmul::applies(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const float* y,
-                        int64_t ldy) const {
-  return mode_ != Fp8GemmMode::kOff && T >= kFp8GemmMinTokens && fp8_gemm_supported(w) &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
-         ldy % 2 == 0;
-}
-
-cudaError_t Fp8Matmul::run(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
-                           cudaStream_t stream) {
+cudaError_t Fp8Matmul::run(const MatmulPlan& plan, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w,
+                           float* y, int64_t ldy, cudaStream_t stream) {
   const int64_t K = w.cols;
   auto* q = static_cast<uint8_t*>(q_.reserve(static_cast<size_t>(T * K), stream));
   auto* s = static_cast<float*>(s_.reserve(sizeof(float) * static_cast<size_t>(T * (K / 128)), stream));
   const cudaError_t e = launch_quantize_fp8(x, T, K, ldx, q, s, stream);
   if (e != cudaSuccess) return e;
-  return run_quantized(q, s, T, w, y, ldy, stream);
+  return run_quantized(plan, q, s, T, w, y, ldy, stream);
 }
 
-cudaError_t Fp8Matmul::run_quantized(const uint8_t* q, const float* s, int64_t T, const DeviceWeight& w, float* y,
-                                     int64_t ldy, cudaStream_t stream) {
-  if (mode_ == Fp8GemmMode::kCublasLt && w.rows >= kLtMinDim && w.cols >= kLtMinDim) {
-    const int64_t main = T - T % kLtRowMultiple;
-    if (main == T || main == 0) {
+cudaError_t Fp8Matmul::run_quantized(const MatmulPlan& plan, const uint8_t* q, const float* s, int64_t T,
+                                     const DeviceWeight& w, float* y, int64_t ldy, cudaStream_t stream) {
+  if (plan.kernel == MatmulKernel::kFp8CublasLt) {
+    const int64_t main = plan.lt_rows;
+    if (main == T) {
       const cudaError_t e = run_cublaslt(q, s, T, w, y, ldy, stream);
       if (e != cudaErrorNotSupported) return e;
     } else {
@@ -82,6 +56,8 @@ cudaError_t Fp8Matmul::run_quantized(const uint8_t* q, const float* s, int64_t T
         return launch_fp8_gemm(q + main * w.cols, s + main, T - main, w, y + main * ldy, ldy, stream, T);
       if (e != cudaErrorNotSupported) return e;
     }
+  } else if (plan.kernel != MatmulKernel::kFp8Own) {
+    return cudaErrorInvalidValue;
   }
   return launch_fp8_gemm(q, s, T, w, y, ldy, stream);
 }

@@ -6,9 +6,9 @@
 //   (gemv_mma.cuh, 8 tokens per pass), the rest to the GEMV core (gemv.cuh,
 //   4 tokens per pass).
 // - More tokens: a 64 x 64 tiled SIMT kernel, W decoded into shared memory.
-//   Correct for any shape; BF16 weights go to tensor cores instead where
-//   bf16_matmul.h applies (their activation split is here:
-//   launch_split_bf16), FP8 weights where fp8_gemm.h does.
+//   Correct for any shape; BF16 weights go to tensor cores instead
+//   (bf16_matmul.h; their activation split is here: launch_split_bf16), FP8
+//   weights too (fp8_gemm.h). Which one runs: matmul_plan.h.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -33,14 +33,14 @@ __host__ __device__ constexpr int gemv_rows_per_warp() { return TM == 1 ? 2 : 4;
 // into L2 while the kernel before it finishes, then it waits for x.
 template <DType WT, int TM>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const float* __restrict__ x, int64_t ldx, int T,
-                                                            DeviceWeight w, MatmulOut out, int G, bool prefetch) {
+                                                            DeviceWeight w, MatmulOut out, int G) {
   constexpr int R = gemv_rows_per_warp<TM>();
   extern __shared__ float4 xs[];
   __shared__ float red[kGemvWarps][R][TM];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = warp / G, q = (warp % G) * kWarp + lane;
   const int64_t rows_per_block = static_cast<int64_t>(kGemvWarps / G) * R;
-  if (prefetch && threadIdx.x == 0) prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
+  if (threadIdx.x == 0) prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
   grid_dependency_wait();
   allow_dependents();
   const XLayout lay = make_layout<WT>(w.cols, kWarp * G);
@@ -216,14 +216,14 @@ cudaError_t launch_gemv(const float* x, int64_t T, int64_t ldx, const DeviceWeig
     MatmulOut part = y;
     for (int i = 0; i < 3; ++i) part.y[i] += t0 * part.ld[i];
     e = launch_pdl(gemv_kernel<WT, TM>, static_cast<unsigned>(blocks), kGemvThreads, smem, stream, x + t0 * ldx, ldx, n,
-                   w, part, G, l2_prefetch_enabled());
+                   w, part, G);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
 bool gemv_mma_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
-  return gemv_mma_enabled() && w.dtype == DType::kF8E4M3 && T <= kGemvMaxTokens && w.cols % kScaleBlock == 0 &&
+  return w.dtype == DType::kF8E4M3 && T <= kGemvMaxTokens && w.cols % kScaleBlock == 0 &&
          gemv_compatible(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0 &&
          static_cast<size_t>(mma_staged_bytes(1, w.cols)) <= kMaxDynamicSmem;
 }
@@ -253,28 +253,25 @@ bool gemv_fits(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w) {
 }
 
 template <DType WT>
-cudaError_t launch_gemv_any(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
-                            int num_sms, cudaStream_t stream) {
-  if (gemv_mma_fits(x, T, ldx, w)) return launch_gemv_mma(x, T, ldx, w, y, num_sms, stream);
-  if (T == 1) return launch_gemv<WT, 1>(x, T, ldx, w, y, num_sms, stream);
-  return launch_gemv<WT, 4>(x, T, ldx, w, y, num_sms, stream);
-}
-
-MatmulOut single_out(float* y, int64_t ldy, int64_t rows) {
-  MatmulOut o;
-  o.y[0] = o.y[1] = o.y[2] = y;
-  o.ld[0] = o.ld[1] = o.ld[2] = ldy;
-  o.end[0] = o.end[1] = rows;
-  return o;
-}
-
-template <DType WT>
-cudaError_t launch_typed(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
-                         int num_sms, cudaStream_t stream) {
-  if (gemv_fits<WT>(x, T, ldx, w)) return launch_gemv_any<WT>(x, T, ldx, w, single_out(y, ldy, w.rows), num_sms, stream);
-  const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, kTile)), static_cast<unsigned>(ceil_div(T, kTile)));
-  gemm_tiled_kernel<WT><<<grid, kTileThreads, 0, stream>>>(x, T, ldx, w, y, ldy);
-  return cudaGetLastError();
+cudaError_t launch_planned(MatmulKernel kernel, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w,
+                           const MatmulOut& y, int num_sms, cudaStream_t stream) {
+  const bool single = y.y[1] == y.y[0] && y.y[2] == y.y[0];
+  switch (kernel) {
+    case MatmulKernel::kGemvMma:
+      if (!gemv_fits<WT>(x, T, ldx, w) || !gemv_mma_fits(x, T, ldx, w)) return cudaErrorInvalidValue;
+      return launch_gemv_mma(x, T, ldx, w, y, num_sms, stream);
+    case MatmulKernel::kGemv:
+      if (!gemv_fits<WT>(x, T, ldx, w)) return cudaErrorInvalidValue;
+      return T == 1 ? launch_gemv<WT, 1>(x, T, ldx, w, y, num_sms, stream)
+                    : launch_gemv<WT, 4>(x, T, ldx, w, y, num_sms, stream);
+    case MatmulKernel::kTiledSimt: {
+      if (!single) return cudaErrorInvalidValue;
+      const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, kTile)), static_cast<unsigned>(ceil_div(T, kTile)));
+      gemm_tiled_kernel<WT><<<grid, kTileThreads, 0, stream>>>(x, T, ldx, w, y.y[0], y.ld[0]);
+      return cudaGetLastError();
+    }
+    default: return cudaErrorInvalidValue;  // the FP8 and BF16 tensor-core paths are fp8_gemm.h's and bf16_matmul.h's
+  }
 }
 
 constexpr int kSplitThreads = 256;
@@ -303,14 +300,6 @@ __global__ void __launch_bounds__(kSplitThreads) split_bf16_kernel(const float* 
 
 }  // namespace
 
-bool& gemv_mma_enabled() {
-  static bool on = [] {
-    const char* v = std::getenv("M2CPP_GEMV_MMA");
-    return !(v && std::strcmp(v, "off") == 0);
-  }();
-  return on;
-}
-
 cudaError_t launch_split_bf16(const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* hi, uint16_t* lo,
                               cudaStream_t stream) {
   if (K % 4 != 0 || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
@@ -323,27 +312,21 @@ cudaError_t launch_split_bf16(const float* x, int64_t T, int64_t K, int64_t ldx,
   return cudaGetLastError();
 }
 
-cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
-                                int num_sms, cudaStream_t stream) {
-  switch (w.dtype) {
-    case DType::kF8E4M3:
-      if (gemv_fits<DType::kF8E4M3>(x, T, ldx, w)) return launch_gemv_any<DType::kF8E4M3>(x, T, ldx, w, y, num_sms, stream);
-      break;
-    case DType::kBF16:
-      if (gemv_fits<DType::kBF16>(x, T, ldx, w)) return launch_gemv_any<DType::kBF16>(x, T, ldx, w, y, num_sms, stream);
-      break;
-    default: break;
-  }
-  return cudaErrorInvalidValue;
+MatmulOut single_out(float* y, int64_t ldy, int64_t rows) {
+  MatmulOut o;
+  o.y[0] = o.y[1] = o.y[2] = y;
+  o.ld[0] = o.ld[1] = o.ld[2] = ldy;
+  o.end[0] = o.end[1] = rows;
+  return o;
 }
 
-cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
-                          int num_sms, cudaStream_t stream) {
+cudaError_t launch_matmul(MatmulKernel kernel, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w,
+                          const MatmulOut& y, int num_sms, cudaStream_t stream) {
   switch (w.dtype) {
-    case DType::kF8E4M3: return launch_typed<DType::kF8E4M3>(x, T, ldx, w, y, ldy, num_sms, stream);
-    case DType::kBF16: return launch_typed<DType::kBF16>(x, T, ldx, w, y, ldy, num_sms, stream);
-    case DType::kF16: return launch_typed<DType::kF16>(x, T, ldx, w, y, ldy, num_sms, stream);
-    case DType::kF32: return launch_typed<DType::kF32>(x, T, ldx, w, y, ldy, num_sms, stream);
+    case DType::kF8E4M3: return launch_planned<DType::kF8E4M3>(kernel, x, T, ldx, w, y, num_sms, stream);
+    case DType::kBF16: return launch_planned<DType::kBF16>(kernel, x, T, ldx, w, y, num_sms, stream);
+    case DType::kF16: return launch_planned<DType::kF16>(kernel, x, T, ldx, w, y, num_sms, stream);
+    case DType::kF32: return launch_planned<DType::kF32>(kernel, x, T, ldx, w, y, num_sms, stream);
     default: return cudaErrorInvalidValue;
   }
 }

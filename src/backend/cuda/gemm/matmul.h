@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/gemm/matmul_plan.h"
 #include "backend/cuda/runtime/device_types.h"
 
 namespace m2::cuda {
@@ -21,17 +22,14 @@ struct MatmulOut {
   int64_t ld[3] = {};
   int64_t end[2] = {};
 };
-// Whether FP8 decode products run on tensor cores (gemv_mma.cuh), not on the
-// SIMT GEMV core. Process-wide: M2CPP_GEMV_MMA=off sets it false at start;
-// benchmarks flip it to compare the two.
-bool& gemv_mma_enabled();
-// The GEMV path of launch_matmul into split outputs: T <= kGemvMaxTokens,
-// FP8 or BF16 weights (cudaErrorInvalidValue otherwise).
-cudaError_t launch_matmul_split(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const MatmulOut& y,
-                                int num_sms, cudaStream_t stream);
-// y[t, :] = x[t, :] · Wᵀ for t < T (x row stride ldx, y row stride ldy).
-// Few tokens stream W once at memory speed (GEMV); many go to a tiled kernel.
-cudaError_t launch_matmul(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
-                          int num_sms, cudaStream_t stream);
+// y[t, :] = x[t, :] · Wᵀ for t < T (x row stride ldx) by `kernel`, one of
+// gemv, gemv_mma (few tokens: W streamed once at memory speed) or
+// tiled_simt (matmul_plan.h); split outputs (y.y[1], y.y[2] set apart from
+// y.y[0]) only on the GEMV kernels. cudaErrorInvalidValue when the kernel
+// cannot take the shape or the pointers' alignment.
+cudaError_t launch_matmul(MatmulKernel kernel, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w,
+                          const MatmulOut& y, int num_sms, cudaStream_t stream);
+// One output y [T, N] with row stride ldy.
+MatmulOut single_out(float* y, int64_t ldy, int64_t rows);
 
 }  // namespace m2::cuda

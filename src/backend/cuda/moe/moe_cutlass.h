@@ -25,10 +25,6 @@ inline constexpr bool kCutlassMoeBuilt = true;
 inline constexpr bool kCutlassMoeBuilt = false;
 #endif
 
-// False when env M2CPP_MOE_CUTLASS=off (our own grouped kernel, moe_fp8.cu,
-// serves the grouped path then: A/B measurements, escape hatch).
-bool moe_cutlass_enabled_by_env();
-
 // What launch_moe_cutlass takes from moe.cu: the pairs grouped by expert
 // (launch_moe_group: sorted[] pair indices, with MoeCutlassScratch::first
 // and ::row_of_pair written) and the regions of moe.cu's scratch it reuses:

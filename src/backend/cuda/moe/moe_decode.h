@@ -19,8 +19,5 @@ cudaError_t launch_moe_decode(const MoeArgs& a, float* u, float* y, cudaStream_t
 // y[t k + j, :] in slot order. Needs moe_decode_wgmma_supported(a).
 bool moe_decode_wgmma_supported(const MoeArgs& a);  // FP8 experts, dimensions in multiples of 128, counters
 cudaError_t launch_moe_down_wgmma(const MoeArgs& a, const float* u, float* y, cudaStream_t stream);
-// M2CPP_MOE_DECODE=stream keeps the down pass on the SIMT streaming kernel
-// where the wgmma one could run (default: wgmma); read when a backend starts.
-bool moe_decode_wgmma_enabled_by_env();
 
 }  // namespace m2::cuda

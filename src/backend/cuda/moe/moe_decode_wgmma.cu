@@ -2,7 +2,7 @@
 // y[p, n] = W2_e[n, :] · u[p, :] for each (token, expert) pair p of expert
 // e = ids[p], then out[t, n] = Σ_j w[t, j] y[t k + j, n]. Same accuracy as
 // the SIMT streaming kernel of moe_decode.cu (the fallback elsewhere, and
-// with M2CPP_MOE_DECODE=stream), fewer instructions:
+// with the moe_decode_wgmma variant off), fewer instructions:
 // the e4m3 weights become f16 exactly (one cvt per 2 weights) and the
 // activations enter as f16 hi + lo in two B columns after a power-of-two
 // scaling of the row (gemv_mma.cuh's scheme: ~fp32 accuracy for any
@@ -203,11 +203,6 @@ __global__ void __launch_bounds__(kThreads) moe_down_wgmma_kernel(MoeArgs a, con
 size_t down_smem_bytes(int64_t I) { return static_cast<size_t>(16 * I + 4 * I + (I / kBlockCols) * sizeof(float)); }
 
 }  // namespace
-
-bool moe_decode_wgmma_enabled_by_env() {
-  const char* v = std::getenv("M2CPP_MOE_DECODE");
-  return !(v && std::strcmp(v, "stream") == 0);
-}
 
 int64_t moe_decode_counter_count(int64_t T, int64_t hidden) { return T * ceil_div(hidden, kTileRows); }
 

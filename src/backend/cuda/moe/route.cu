@@ -102,14 +102,14 @@ __device__ void select_experts(const float* logits, const RouteArgs& a, int64_t 
 // Launched early (launch_pdl): the block's gate rows are prefetched into L2
 // while the RMSNorm before it finishes, then it waits for x.
 template <DType WT>
-__global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G, bool prefetch) {
+__global__ void __launch_bounds__(kThreads) route_kernel(RouteArgs a, int G) {
   extern __shared__ float4 xs[];
   __shared__ float red[kWarps][kRows][kTokens];
   __shared__ bool last;
   const DeviceWeight& w = a.gate;
   const int64_t E = w.rows, H = w.cols;
   const int64_t rows_per_block = static_cast<int64_t>(kWarps / G) * kRows;
-  if (prefetch && threadIdx.x == 0 && blockIdx.y == 0)
+  if (threadIdx.x == 0 && blockIdx.y == 0)
     prefetch_rows_l2<WT>(w, blockIdx.x * rows_per_block, rows_per_block);
   grid_dependency_wait();
   allow_dependents();
@@ -179,7 +179,7 @@ cudaError_t launch_typed(const RouteArgs& a, int num_sms, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(ceil_div(E, (kWarps / G) * kRows)),
                   static_cast<unsigned>(ceil_div(a.T, kTokens)));
-  return launch_pdl(route_kernel<WT>, grid, kThreads, smem, stream, a, G, l2_prefetch_enabled());
+  return launch_pdl(route_kernel<WT>, grid, kThreads, smem, stream, a, G);
 }
 
 }  // namespace

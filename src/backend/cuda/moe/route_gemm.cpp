@@ -8,11 +8,6 @@
 
 namespace m2::cuda {
 
-bool route_gemm_enabled_from_env() {
-  const char* v = std::getenv("M2CPP_ROUTE_GEMM");
-  return !(v && std::strcmp(v, "off") == 0);
-}
-
 RouteGemm::RouteGemm(bool enabled) : enabled_(enabled) {}
 RouteGemm::~RouteGemm() = default;
 

@@ -21,7 +21,7 @@ constexpr int64_t kRouteGemmMinTokens = 17;
 
 class RouteGemm {
  public:
-  explicit RouteGemm(bool enabled);  // M2CPP_ROUTE_GEMM=off: false
+  explicit RouteGemm(bool enabled);  // CudaOptions::route_gemm
   ~RouteGemm();
   // Whether logits() takes these: an FP32 gate, T >= kRouteGemmMinTokens,
   // 16-byte aligned buffers.
@@ -35,6 +35,5 @@ class RouteGemm {
   std::unique_ptr<LtPlans> lt_;
 };
 
-bool route_gemm_enabled_from_env();
 
 }  // namespace m2::cuda

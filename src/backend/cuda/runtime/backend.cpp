@@ -34,7 +34,7 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+std::unique_ptr<Backend> make_cuda_backend(int device, const cuda::CudaOptions& options) {
   const int n = cuda_device_count();
   if (device < 0 || device >= n) {
     log_error("CUDA device {} is not available ({} device(s) visible)", device, n);
@@ -45,7 +45,26 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     log_error("{}", arch.status().message());
     return nullptr;
   }
-  return std::make_unique<cuda::CudaBackend>(device, arch.value());
+  return std::make_unique<cuda::CudaBackend>(device, arch.value(), options);
+}
+
+std::string cuda_describe_plans(const ModelConfig& config, std::span<const cuda::StepShape> steps,
+                                const cuda::CudaOptions& options) {
+  cuda::DeviceCaps caps = cuda::h200_caps();
+  std::string where = "an H200 (132 SMs; no CUDA device here)";
+  if (cuda_device_count() > 0) {
+    const Result<cuda::CudaArch> arch = cuda::probe_cuda_arch(0);
+    cudaDeviceProp prop{};
+    int sms = 0;
+    if (arch.ok() && cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess) {
+      caps = cuda::device_caps(arch.value(), sms);
+      where = fmt::format("CUDA device 0, {} (sm_{}, {} SMs)", prop.name, arch.value().device, sms);
+    }
+  }
+  std::string out = fmt::format("CUDA kernels on {}\noptions {}\n", where, options.describe());
+  for (const cuda::StepShape& s : steps) out += "\n" + cuda::describe_step_plan(config, s, options, caps);
+  return out;
 }
 
 CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
@@ -77,32 +96,25 @@ size_t pack(std::vector<uint8_t>& bytes, const std::vector<T>& v) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device, const CudaArch& arch) : device_(device), features_(cuda_features(arch)) {
+CudaBackend::CudaBackend(int device, const CudaArch& arch, const CudaOptions& options)
+    : device_(device), options_(options), features_(cuda_features(arch)) {
   M2_CUDA_CHECK(cudaSetDevice(device), "selecting CUDA device {}", device);
   if (const std::string off = describe_fallbacks(arch, features_); !off.empty())
     log_warn("CUDA device {}: {}", device, off);
+  allow_pdl(device, options.pdl);
   current_device_has_pdl();  // probed now, not first inside a graph capture
   M2_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device), "device {}", device);
+  caps_ = device_caps(arch, num_sms_);
+  log_info("CUDA device {}: options {}", device, options.describe());
   // A blocking stream: work on the legacy default stream (benchmarks' events)
   // is ordered with it.
   M2_CUDA_CHECK(cudaStreamCreate(&stream_), "creating a stream on device {}", device);
-  const char* sync = std::getenv("M2CPP_CUDA_SYNC");
-  sync_each_op_ = sync && std::strcmp(sync, "0") != 0;
-  // Prefill attention on tensor cores (M2CPP_CUDA_TC_ATTENTION=0: the SIMT kernel for every step).
-  const char* tc = std::getenv("M2CPP_CUDA_TC_ATTENTION");
-  tc_attention_ = !(tc && std::strcmp(tc, "0") == 0);
-  const char* split_decode = std::getenv("M2CPP_ATTN_DECODE_SPLIT");
-  if (split_decode && std::strcmp(split_decode, "simt") == 0) split_decode_ = SplitDecode::kSimt;
-  if (split_decode && std::strcmp(split_decode, "mma") == 0) split_decode_ = SplitDecode::kMma;
-  const char* prefill = std::getenv("M2CPP_ATTN_PREFILL");
-  flashinfer_prefill_ = tc_attention_ && features_.wgmma && flashinfer_prefill_built() &&
-                        !(prefill && std::strcmp(prefill, "mma") == 0);
-  moe_cutlass_ = features_.cutlass_moe && moe_cutlass_enabled_by_env();
-  moe_decode_wgmma_ = features_.wgmma && moe_decode_wgmma_enabled_by_env();
-  const char* graphs = std::getenv("M2CPP_CUDA_GRAPHS");
-  const char* profile = std::getenv("M2CPP_CUDA_PROFILE");
-  if (profile && std::strcmp(profile, "1") == 0) profile_ = std::make_unique<OpProfile>();
-  graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0) && !sync_each_op_ && !profile_;
+  sync_each_op_ = options.sync_each_op;
+  tc_attention_ = options.tc_attention;
+  split_decode_ = options.split_decode;
+  flashinfer_prefill_ = tc_attention_ && caps_.flashinfer_prefill && options.flashinfer_prefill;
+  if (options.profile) profile_ = std::make_unique<OpProfile>();
+  graphs_enabled_ = options.graphs && !sync_each_op_ && !profile_;
 }
 
 CudaBackend::~CudaBackend() {
@@ -151,7 +163,7 @@ void CudaBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) {
   M2_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_),
                 "copy_to_host of {} bytes", bytes);
   M2_CUDA_CHECK(cudaStreamSynchronize(stream_),
-                "the ops queued before copy_to_host of {} bytes (M2CPP_CUDA_SYNC=1 names the failing op)", bytes);
+                "the ops queued before copy_to_host of {} bytes (M2CPP_CUDA_OPTIONS=sync=on names the failing op)", bytes);
 }
 
 void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) {
@@ -192,6 +204,15 @@ void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
         [&] { return fmt::format("gather_rows of {} rows of {}", rows.size(), shape(x)); });
 }
 
+MatmulShape CudaBackend::matmul_shape(const Act& x, const DeviceWeight& d, const Act& y) const {
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  MatmulShape s;
+  s.tokens = x.rows, s.rows = d.rows, s.cols = d.cols, s.dtype = d.dtype;
+  s.packed_scales = d.dtype != DType::kF8E4M3 || d.scale_ld == d.cols / kFp8Block;
+  s.aligned = aligned16(x.data) && aligned16(y.data) && aligned16(d.data) && x.cols % 4 == 0 && y.cols % 4 == 0;
+  return s;
+}
+
 void CudaBackend::matmul(Act x, const Linear& w, Act y) {
   bind_reader({written(y)});
   auto timer = timed([&] { return fmt::format("matmul T={} {}", x.rows, w.weight.shape.str()); });
@@ -200,27 +221,32 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
     return fmt::format("matmul x {} · W {} {} -> y {}", shape(x), dtype_name(w.weight.dtype), w.weight.shape.str(), shape(y));
   };
   if (x.cols != d.cols || y.cols != d.rows || y.rows != x.rows) die(cudaErrorInvalidValue, "matmul", context(), __FILE__, __LINE__);
-  if (fp8_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
-    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
-    check(x8.q ? fp8_matmul_.run_quantized(x8.q, x8.s, x.rows, d, y.data, y.cols, stream_)
-               : fp8_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_),
-          "matmul", [&] {
-            return fmt::format("{} (FP8 activations{}, M2CPP_FP8_GEMM={})", context(),
-                               x8.q ? " from x's producer" : "", fp8_gemm_mode_name(fp8_matmul_.mode()));
-          });
-    return;
-  }
-  if (bf16_matmul_.applies(x.data, x.rows, x.cols, d, y.data, y.cols)) {
-    // cudaErrorNotSupported: cuBLASLt has no algorithm for the shape (logged), the SIMT kernel runs it.
-    const cudaError_t e = bf16_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_);
-    if (e != cudaErrorNotSupported) {
-      check(e, "matmul", [&] {
-        return fmt::format("{} (BF16 tensor cores, x as bf16 hi + lo; M2CPP_BF16_GEMM=off avoids them)", context());
-      });
+  const MatmulPlan plan = plan_matmul(matmul_shape(x, d, y), options_, caps_);
+  switch (plan.kernel) {
+    case MatmulKernel::kFp8Own:
+    case MatmulKernel::kFp8CublasLt: {
+      const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+      check(x8.q ? fp8_matmul_.run_quantized(plan, x8.q, x8.s, x.rows, d, y.data, y.cols, stream_)
+                 : fp8_matmul_.run(plan, x.data, x.rows, x.cols, d, y.data, y.cols, stream_),
+            "matmul", [&] {
+              return fmt::format("{} ({}, FP8 activations{})", context(), plan.describe(),
+                                 x8.q ? " from x's producer" : "");
+            });
       return;
     }
+    case MatmulKernel::kBf16CublasLt: {
+      // cudaErrorNotSupported: cuBLASLt has no algorithm for the shape (logged), the fallback runs it.
+      const cudaError_t e = bf16_matmul_.run(x.data, x.rows, x.cols, d, y.data, y.cols, stream_);
+      if (e != cudaErrorNotSupported) {
+        check(e, "matmul", [&] { return fmt::format("{} ({})", context(), plan.describe()); });
+        return;
+      }
+      break;
+    }
+    default: break;
   }
-  check(launch_matmul(x.data, x.rows, x.cols, d, y.data, y.cols, num_sms_, stream_), "matmul", context);
+  check(launch_matmul(plan.fallback, x.data, x.rows, x.cols, d, single_out(y.data, y.cols, d.rows), num_sms_, stream_),
+        "matmul", [&] { return fmt::format("{} ({})", context(), matmul_kernel_name(plan.fallback)); });
 }
 
 namespace {
@@ -386,13 +412,14 @@ void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, i
     return fmt::format("route of x {} by gate {} {} (top {})", shape(x), dtype_name(gate.dtype), gate.shape.str(), top_k);
   };
   if (x.cols != gate.shape[1]) die(cudaErrorInvalidValue, "route", context(), __FILE__, __LINE__);
-  if (route_gemm_.applies(a.x, a.T, a.gate, a.logits)) {
+  if (plan_route(x.rows, gate.shape[0], gate.shape[1], gate.dtype, options_) == RouteKernel::kGemm) {
+    // cudaErrorNotSupported: cuBLASLt has no algorithm (logged); InvalidValue: unaligned buffers. Both: the fused kernel.
     const cudaError_t e = route_gemm_.logits(a.x, a.T, a.gate, a.logits, stream_);
     if (e == cudaSuccess) {
       check(launch_route_select(a, stream_), "route (selection)", context);
       return;
     }
-    if (e != cudaErrorNotSupported) die(e, "route (fp32 GEMM)", context(), __FILE__, __LINE__);
+    if (e != cudaErrorNotSupported && e != cudaErrorInvalidValue) die(e, "route (fp32 GEMM)", context(), __FILE__, __LINE__);
   }
   // The one-kernel router's per-group counters (the selection alone needs none).
   a.counters = static_cast<unsigned*>(route_counters_.reserve(sizeof(unsigned) * route_counter_count(x.rows), stream_, true));
@@ -408,9 +435,13 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
   a.num_sms = num_sms_;
-  a.fp8_tensor_cores = fp8_matmul_.mode() != Fp8GemmMode::kOff && features_.fp8_moe;
-  a.use_cutlass = a.fp8_tensor_cores && moe_cutlass_;
-  a.wgmma_decode = moe_decode_wgmma_;
+  // The plan's kernel, in the flags launch_moe selects by.
+  const MoePlan plan = plan_moe({x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate,
+                                 a.experts.num_experts, a.experts.dtype},
+                                options_, caps_);
+  a.fp8_tensor_cores = plan.fp8_activations;
+  a.use_cutlass = plan.kernel == MoeKernel::kGroupedCutlass;
+  a.wgmma_decode = plan.kernel == MoeKernel::kDecodeWgmma;
   if (a.wgmma_decode)
     a.counters = static_cast<unsigned*>(moe_counters_.reserve(
         sizeof(unsigned) * moe_decode_counter_count(x.rows, a.experts.hidden), stream_, true));
@@ -422,8 +453,9 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
                                                      a.experts.num_experts, a.use_cutlass),
                                    stream_);
   auto context = [&] {
-    return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {})", shape(x), a.experts.num_experts,
-                       dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k);
+    return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {}; {})", shape(x), a.experts.num_experts,
+                       dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k,
+                       plan.describe());
   };
   if (x.cols != a.experts.hidden) die(cudaErrorInvalidValue, "moe", context(), __FILE__, __LINE__);
   check(launch_moe(a, stream_), "moe", context);
@@ -443,25 +475,6 @@ void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys,
   a.splits = sp.splits, a.split_keys = sp.split_keys;
 }
 
-bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode) {
-  if (!attention_decode_mma_supports(dtype, head_dim, group)) return false;
-  if (sp.splits == 1) return true;
-  return mode == SplitDecode::kMma || (mode == SplitDecode::kAuto && sp.split_keys >= kDecodeMmaMinSplitKeys);
-}
-
-AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule) {
-  // Split the keys when the blocks would leave the GPU idle (decode at small
-  // batches): about two blocks per SM.
-  int64_t splits = 1;
-  if (blocks < 2 * num_sms)
-    splits = std::clamp<int64_t>((2 * num_sms + blocks - 1) / blocks, 1, (max_keys + granule - 1) / granule);
-  const int64_t per = (max_keys + splits - 1) / splits;
-  AttentionSplits sp;
-  sp.split_keys = static_cast<int>(std::max<int64_t>(1, (per + granule - 1) / granule) * granule);
-  sp.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + sp.split_keys - 1) / sp.split_keys));
-  return sp;
-}
-
 CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,
                                                         bool prefill_ok, bool decode_ok) {
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
@@ -476,14 +489,15 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
     seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
                         static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
-    if (prefill_ok && sq.num_rows >= kPrefillMinRows) {
+    const AttnPath path = attention_path(sq.num_rows, prefill_ok, decode_ok);
+    if (path == AttnPath::kPrefill) {
       m.prefill_seqs.push_back(static_cast<int32_t>(i));
       // Last vectors first: causal, their blocks see the most keys, so they start first.
       for (int64_t v = (sq.num_rows * group - 1) / kPrefillVectors * kPrefillVectors; v >= 0; v -= kPrefillVectors)
         prefill_items.push_back({static_cast<int32_t>(i), static_cast<int32_t>(v)});
       continue;
     }
-    if (decode_ok && sq.num_rows == 1) {
+    if (path == AttnPath::kDecode) {
       decode_seqs.push_back(seq_list.back());
       m.max_decode_keys = std::max(m.max_decode_keys, sq.context_len);
       continue;
@@ -513,7 +527,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
 const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t bytes, const char* what) {
   if (capturing_ && !array.holds(host, bytes)) {
     log_error("CUDA graph capture: {} differ from those staged by begin_step (a copy cannot be recorded); "
-              "M2CPP_CUDA_GRAPHS=0 runs without graphs",
+              "M2CPP_CUDA_OPTIONS=graphs=off runs without graphs",
               what);
     std::abort();
   }
@@ -535,7 +549,13 @@ void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps
 
 void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
   auto it = qkv_.find(wq.device);
-  if (it == qkv_.end() || x.rows > kGemvMaxTokens) {  // not stacked, or many tokens: three products
+  if (it == qkv_.end()) {  // not stacked: three products
+    Backend::qkv_proj(x, wq, wk, wv, q, k, v);
+    return;
+  }
+  // The stacked weight in one pass where a GEMV kernel streams it; else three products.
+  const MatmulPlan plan = plan_matmul(matmul_shape(x, it->second, q), options_, caps_);
+  if (plan.kernel != MatmulKernel::kGemv && plan.kernel != MatmulKernel::kGemvMma) {
     Backend::qkv_proj(x, wq, wk, wv, q, k, v);
     return;
   }
@@ -553,7 +573,7 @@ void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Line
   out.y[0] = q.data, out.y[1] = k.data, out.y[2] = v.data;
   out.ld[0] = q.cols, out.ld[1] = k.cols, out.ld[2] = v.cols;
   out.end[0] = q.cols, out.end[1] = q.cols + k.cols;
-  check(launch_matmul_split(x.data, x.rows, x.cols, d, out, num_sms_, stream_), "qkv_proj", context);
+  check(launch_matmul(plan.kernel, x.data, x.rows, x.cols, d, out, num_sms_, stream_), "qkv_proj", context);
 }
 
 }  // namespace cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/attention/attention.h"
+#include "backend/cuda/attention/attention_plan.h"
 #include "backend/cuda/attention/bf16_convert.h"
 #include "backend/cuda/attention/flashinfer_prefill.h"
 #include "backend/cuda/attention/qk_norm_rope.h"
@@ -18,7 +19,9 @@
 #include "backend/cuda/gemm/bf16_matmul.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/matmul.h"
+#include "backend/cuda/gemm/matmul_plan.h"
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_plan.h"
 #include "backend/cuda/moe/route.h"
 #include "backend/cuda/moe/route_gemm.h"
 #include "backend/cuda/runtime/check.h"
@@ -38,7 +41,7 @@ namespace m2::cuda {
 class CudaBackend final : public Backend {
  public:
   // `arch`: probe_cuda_arch(device), which decides the kernels it may launch.
-  CudaBackend(int device, const CudaArch& arch);
+  CudaBackend(int device, const CudaArch& arch, const CudaOptions& options);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -90,6 +93,9 @@ class CudaBackend final : public Backend {
   // Queues the upload of `src` to `dst`; prepare_weights streams the queue.
   void queue_copy(void* dst, const TensorView& src, std::string_view what);
 
+  // What plan_matmul is told of y = x · Wᵀ.
+  MatmulShape matmul_shape(const Act& x, const DeviceWeight& d, const Act& y) const;
+
   // Device copies of prepared weights; an unprepared one stops the process.
   const void* device_view(const TensorView& t, const char* op) const;
   DeviceWeight device_weight(const Linear& l, const char* op) const;
@@ -118,7 +124,7 @@ class CudaBackend final : public Backend {
   // bytes must be those staged by begin_step (a copy cannot be recorded).
   const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);
 
-  // Brackets an op's launches for the per-op profile (M2CPP_CUDA_PROFILE=1);
+  // Brackets an op's launches for the per-op profile (CudaOptions::profile);
   // `key()` (op and shape) is only built then.
   template <class Key>
   OpProfile::Scope timed(Key key) {
@@ -135,12 +141,12 @@ class CudaBackend final : public Backend {
   void bind_device() const;
   // Where a producer about to write `out` also writes out's FP8 copy, or none
   // (null q) when no FP8 product would read it: the FP8 paths off
-  // (M2CPP_FP8_GEMM=off, a device without them), no FP8 weights, fewer than
+  // (fp8_gemm=off, a device without them), no FP8 weights, fewer than
   // kFp8GemmMinTokens rows (products of fewer stream fp32 activations),
   // columns not a multiple of 128, or out not 16-byte aligned.
   Fp8Out fp8_copy_for(const Act& out);
   // After a launch: stop with `context()` if it failed (and, with
-  // M2CPP_CUDA_SYNC=1, if the kernel itself failed).
+  // CudaOptions::sync_each_op, if the kernel itself failed).
   template <class Context>
   void check(cudaError_t launch, const char* op, const Context& context) {
     if (launch == cudaSuccess && sync_each_op_ && !capturing_) launch = cudaStreamSynchronize(stream_);
@@ -148,8 +154,10 @@ class CudaBackend final : public Backend {
   }
 
   int device_ = 0;
+  CudaOptions options_;
   CudaFeatures features_;  // what this device may run (declared before fp8_matmul_, which reads it)
   int num_sms_ = 0;
+  DeviceCaps caps_;  // what the plans read
   bool sync_each_op_ = false;
   cudaStream_t stream_ = nullptr;
 
@@ -170,26 +178,22 @@ class CudaBackend final : public Backend {
   };
   std::unordered_map<uint64_t, StepGraph> graphs_;
   std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
-  std::unique_ptr<OpProfile> profile_;  // M2CPP_CUDA_PROFILE=1
+  std::unique_ptr<OpProfile> profile_;  // CudaOptions::profile
   bool graphs_enabled_ = true;
   bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
   // Prefill attention by FlashInfer's Hopper kernel (flashinfer_prefill.h;
   // FP8 caches through bf16 copies of their pages) where built, unless
-  // M2CPP_ATTN_PREFILL=mma.
+  // attn_prefill=mma.
   bool flashinfer_prefill_ = false;
   // The decode kernel for steps whose keys are split (attention_decode_on_mma;
-  // M2CPP_ATTN_DECODE_SPLIT=simt|mma forces one).
+  // CudaOptions::split_decode forces one).
   SplitDecode split_decode_ = SplitDecode::kAuto;
-  // The grouped FP8 MoE on CUTLASS (features_.cutlass_moe unless M2CPP_MOE_CUTLASS=off).
-  bool moe_cutlass_ = false;
-  // The decode MoE on wgmma (features_.wgmma unless M2CPP_MOE_DECODE=stream).
-  bool moe_decode_wgmma_ = false;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   int64_t context_bound_ = 0;  // of the current step (sizes the attention key splits)
 
-  Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(fp8_gemm_mode_from_env(), features_)};  // FP8 weights x many tokens
-  Fp8ActCopy fp8_copy_{fused_quant_enabled_from_env()};  // producers' FP8 copies (M2CPP_FUSED_QUANT)
+  Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(options_.fp8_gemm, features_)};  // FP8 weights x many tokens
+  Fp8ActCopy fp8_copy_{options_.fused_quant};  // producers' FP8 copies
   DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
   DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
   // FlashInfer's prefill attention: its work plan, bf16 copies of q and o,
@@ -202,8 +206,8 @@ class CudaBackend final : public Backend {
   DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
   DeviceBuffer sample_results_;
   std::vector<SampleRowResult> sample_results_host_;
-  Bf16Matmul bf16_matmul_{bf16_gemm_enabled_from_env()};  // BF16 weights x many tokens (bf16_matmul.h)
-  RouteGemm route_gemm_{route_gemm_enabled_from_env()};    // the router's logits for many tokens (route_gemm.h)
+  Bf16Matmul bf16_matmul_{options_.bf16_gemm};  // BF16 weights x many tokens (bf16_matmul.h)
+  RouteGemm route_gemm_{options_.route_gemm};    // the router's logits for many tokens (route_gemm.h)
   std::vector<float> sample_logits_host_;  // sample_on_host
 };
 

@@ -5,7 +5,7 @@
 // Status instead (cuda_weights.cpp).
 //
 // Kernels run asynchronously: an error inside a kernel is seen at the next
-// synchronisation, usually copy_to_host. M2CPP_CUDA_SYNC=1 synchronises after
+// synchronisation, usually copy_to_host. M2CPP_CUDA_OPTIONS=sync=on synchronises after
 // every op so that the failing op is named.
 #pragma once
 

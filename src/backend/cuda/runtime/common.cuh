@@ -264,24 +264,6 @@ __device__ inline void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
-// M2CPP_CUDA_PDL=0 turns early starts off (every kernel waits for the
-// previous one); so does a device without sm_90 code (device_caps.h).
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("M2CPP_CUDA_PDL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on && current_device_has_pdl();
-}
-
-// M2CPP_CUDA_PREFETCH=0 turns the L2 prefetch of weights before the wait off.
-inline bool l2_prefetch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("M2CPP_CUDA_PREFETCH");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
 
 // kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream
 // serialisation: see grid_dependency_wait().
@@ -295,7 +277,7 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attribute[0].val.programmaticStreamSerializationAllowed = current_device_has_pdl() ? 1 : 0;
   config.attrs = attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);

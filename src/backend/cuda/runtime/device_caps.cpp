@@ -6,9 +6,9 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
+#include "backend/cuda/attention/flashinfer_prefill.h"
+#include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/runtime/device_kernels.h"
 #include "backend/cuda/moe/moe_cutlass.h"
 #include "util/log.h"
@@ -30,10 +30,16 @@ CudaFeatures cuda_features(const CudaArch& arch) {
   return f;
 }
 
-bool moe_cutlass_enabled_by_env() {
-  const char* v = std::getenv("M2CPP_MOE_CUTLASS");
-  return !(v && std::strcmp(v, "off") == 0);
+DeviceCaps device_caps(const CudaArch& arch, int num_sms) {
+  DeviceCaps c;
+  c.arch = arch;
+  c.features = cuda_features(arch);
+  c.num_sms = num_sms;
+  c.flashinfer_prefill = flashinfer_prefill_built() && c.features.wgmma;
+  return c;
 }
+
+DeviceCaps h200_caps() { return device_caps(CudaArch{kHopperArch, kHopperArch, 227 * 1024}, 132); }
 
 Fp8GemmMode fp8_gemm_mode_for(Fp8GemmMode requested, const CudaFeatures& f) {
   if (requested == Fp8GemmMode::kOff || !f.fp8_gemm_own) return Fp8GemmMode::kOff;
@@ -86,9 +92,17 @@ Result<CudaArch> probe_cuda_arch(int device) {
   return a;
 }
 
+namespace {
+// Per device: 0 not probed yet, 1 no, 2 yes.
+std::array<std::atomic<int>, 64> pdl_known{};
+}  // namespace
+
+void allow_pdl(int device, bool allowed) {
+  if (device >= 0 && device < static_cast<int>(pdl_known.size())) pdl_known[device].store(allowed ? 0 : 1);
+}
+
 bool current_device_has_pdl() {
-  // Per device: 0 not probed yet, 1 no, 2 yes.
-  static std::array<std::atomic<int>, 64> known{};
+  auto& known = pdl_known;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= static_cast<int>(known.size())) return false;
   int v = known[device].load(std::memory_order_relaxed);

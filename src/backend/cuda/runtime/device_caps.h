@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <string>
 
-#include "backend/cuda/gemm/fp8_gemm.h"
+#include "backend/cuda/runtime/cuda_options.h"
 #include "util/status.h"
 
 namespace m2::cuda {
@@ -70,6 +70,20 @@ inline constexpr bool kWgmmaBuilt = false;
 #endif
 
 CudaFeatures cuda_features(const CudaArch& arch);
+
+// What the plans (*_plan.h) know of a device: its architecture, what this
+// build may run on it, its SM count.
+struct DeviceCaps {
+  CudaArch arch;
+  CudaFeatures features;
+  int num_sms = 0;
+  bool flashinfer_prefill = false;  // this build has FlashInfer's kernel and the device runs it (wgmma)
+};
+// The caps of `arch` with `num_sms` SMs, as this build sees them.
+DeviceCaps device_caps(const CudaArch& arch, int num_sms);
+// An H200 (sm_90, 132 SMs, 227 KiB of shared memory a block) with this
+// build's kernels: what `m2cpp info --plan` shows on a machine without one.
+DeviceCaps h200_caps();
 
 // The FP8 GEMM mode a device with `f` runs when `requested` is asked for:
 // cublaslt without cuBLASLt's block scaling becomes own, either without our

@@ -19,8 +19,12 @@ cudaError_t kernels_loadable(int* arch);
 // ---- device_caps.cpp ----------------------------------------------------------
 // Whether kernels launched now on the current device may start early
 // (programmatic dependent launch): only sm_90 code has the griddepcontrol.wait
-// that keeps such a kernel from reading what the one before has not written.
+// that keeps such a kernel from reading what the one before has not written;
+// and not after allow_pdl(device, false).
 bool current_device_has_pdl();
+// CudaOptions::pdl of the backend on `device` (a property of the device's
+// launches: every backend on one device shares it; the last one set wins).
+void allow_pdl(int device, bool allowed);
 // Logs that a kernel asked the current device for `bytes` of shared memory a
 // block and was refused, with the device's limit (99 KiB on sm_86/sm_89, 163
 // on sm_80, 227 on sm_90): the failing op then stops naming itself.

@@ -1,19 +1,6 @@
 #include "backend/cuda/runtime/fp8_act_copy.h"
 
-#include <cstdlib>
-#include <cstring>
-
-#include "util/log.h"
-
 namespace m2::cuda {
-
-bool fused_quant_enabled_from_env() {
-  const char* v = std::getenv("M2CPP_FUSED_QUANT");
-  if (!v || !*v || std::strcmp(v, "on") == 0) return true;
-  if (std::strcmp(v, "off") == 0) return false;
-  log_warn("M2CPP_FUSED_QUANT={} is not one of on, off: using on", v);
-  return true;
-}
 
 void Fp8ActCopy::begin_reader_op(std::initializer_list<WrittenBytes> writes) {
   if (!live_) return;

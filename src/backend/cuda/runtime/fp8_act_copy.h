@@ -47,12 +47,9 @@ inline WrittenBytes written(const Act& a) {
   return {a.data, static_cast<size_t>(a.rows * a.cols) * sizeof(float)};
 }
 
-// Env M2CPP_FUSED_QUANT=off: producers write no FP8 copies (default on).
-bool fused_quant_enabled_from_env();
-
 class Fp8ActCopy {
  public:
-  // `enabled` false (M2CPP_FUSED_QUANT=off): produce() returns none, so
+  // `enabled` false (CudaOptions::fused_quant off): produce() returns none, so
   // every FP8 product quantises its input itself (A/B switch).
   explicit Fp8ActCopy(bool enabled) : enabled_(enabled) {}
   Fp8ActCopy(const Fp8ActCopy&) = delete;

@@ -11,7 +11,7 @@
 // and scratch addresses (any allocation or scratch growth bumps the memory
 // generation, which retires every graph) and the context bound (part of the
 // key: the attention key splits are sized by it; splits beyond a sequence's
-// keys do nothing). M2CPP_CUDA_GRAPHS=0 runs every step op by op.
+// keys do nothing). graphs=off (M2CPP_CUDA_OPTIONS) runs every step op by op.
 #include <algorithm>
 
 #include "backend/cuda/attention/attention.h"
@@ -82,7 +82,7 @@ void CudaBackend::end_graph() {
   cudaGraph_t graph = nullptr;
   capturing_ = false;
   M2_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph),
-                "recording a decode graph (M2CPP_CUDA_GRAPHS=0 runs without graphs)");
+                "recording a decode graph (M2CPP_CUDA_OPTIONS=graphs=off runs without graphs)");
   cudaGraphExec_t exec = nullptr;
   M2_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0), "instantiating a decode graph of {} nodes",
                 [&] {

@@ -1,5 +1,5 @@
 // GPU time per op of real steps, for finding where a decode step goes
-// (M2CPP_CUDA_PROFILE=1; it turns step graphs off, since a replayed graph
+// (M2CPP_CUDA_OPTIONS=profile=on; it turns step graphs off, since a replayed graph
 // has no per-op boundaries). Each op's launches are bracketed by CUDA
 // events; the times are summed per key (op name and shape) and printed as a
 // table when the backend is destroyed. An op's time includes the gap before
