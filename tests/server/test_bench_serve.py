@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import BINARY, MODEL, MODEL_NAME, ServerProcess
+from live_server import BINARY, MODEL, MODEL_NAME, ServerProcess
 
 SVG = "{http://www.w3.org/2000/svg}"
 LATENCY_KEYS = {"count", "mean", "std", "min", "p50", "p90", "p99", "max"}
