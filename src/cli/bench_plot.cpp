@@ -2,7 +2,7 @@
 // several `bench serve` runs (engines, configurations) on one chart.
 #include "cli/bench_plot.h"
 
-#include "server/bench/pareto_plot.h"
+#include "loadgen/pareto_plot.h"
 #include "util/log.h"
 
 namespace m2::cli {
@@ -23,10 +23,10 @@ int run(const Args& a) {
     if (i < a.labels.size()) (*j)["label"] = a.labels[i];
     runs.push_back(std::move(*j));
   }
-  auto chart = bench::pareto_chart(runs);
+  auto chart = loadgen::pareto_chart(runs);
   if (!chart.ok()) return log_error("{}", chart.status().message()), 1;
   if (!a.title.empty()) chart->title = a.title;
-  auto png = bench::write_plot(*chart, a.out);
+  auto png = loadgen::write_plot(*chart, a.out);
   if (!png.ok()) return log_error("{}", png.status().message()), 1;
   fmt::print("plot {}{}\n", a.out, png->empty() ? "" : ", " + *png);
   return 0;

@@ -1,19 +1,19 @@
 // The options of `m2cpp bench serve`, spelled as `vllm bench serve` spells
 // them where there is an equivalent; the benchmark itself is
-// server/bench/serve_bench.h.
+// loadgen/serve_bench.h.
 #include "cli/bench_serve.h"
 
 #include <csignal>
 #include <cstdlib>
 
-#include "server/bench/serve_bench.h"
+#include "loadgen/serve_bench.h"
 #include "util/log.h"
 
 namespace m2::cli {
 namespace {
 
 struct Args {
-  bench::ServeBenchConfig config;
+  loadgen::ServeBenchConfig config;
   std::string endpoint = "completions";
   std::vector<std::string> rates;
   std::string extra_body;
@@ -22,20 +22,20 @@ struct Args {
 };
 
 Status finish_config(Args& a, bool output_len_set) {
-  bench::ServeBenchConfig& c = a.config;
+  loadgen::ServeBenchConfig& c = a.config;
   if (a.endpoint == "completions" || a.endpoint == "/v1/completions") {
-    c.request.endpoint = bench::Endpoint::kCompletions;
+    c.request.endpoint = loadgen::Endpoint::kCompletions;
   } else if (a.endpoint == "chat" || a.endpoint == "/v1/chat/completions") {
-    c.request.endpoint = bench::Endpoint::kChat;
+    c.request.endpoint = loadgen::Endpoint::kChat;
   } else {
     return errorf("--endpoint: completions or chat, not '{}'", a.endpoint);
   }
   c.workload.endpoint = c.request.endpoint;
-  c.workload.kind = c.dataset == "sharegpt" ? bench::DatasetKind::kShareGpt
-                    : c.dataset == "agentic" ? bench::DatasetKind::kAgentic
-                                             : bench::DatasetKind::kRandom;
+  c.workload.kind = c.dataset == "sharegpt" ? loadgen::DatasetKind::kShareGpt
+                    : c.dataset == "agentic" ? loadgen::DatasetKind::kAgentic
+                                             : loadgen::DatasetKind::kRandom;
   c.workload.output_len_set = output_len_set;
-  if (c.workload.kind == bench::DatasetKind::kAgentic && c.workload.shared_prefix_len < 0)
+  if (c.workload.kind == loadgen::DatasetKind::kAgentic && c.workload.shared_prefix_len < 0)
     c.workload.shared_prefix_len = c.workload.input_len / 2;
   c.workload.shared_prefix_len = std::max<int64_t>(c.workload.shared_prefix_len, 0);
   for (const std::string& r : a.rates) {
@@ -68,7 +68,7 @@ std::function<int()> add_bench_serve(CLI::App* bench, CLI::App** sub) {
       "serve", "Benchmark an OpenAI-compatible server (m2cpp, vLLM, SGLang) over concurrency levels: TTFT, TPOT, "
                "ITL, throughput, and the throughput-interactivity Pareto plot");
   auto a = std::make_shared<Args>();
-  bench::ServeBenchConfig& c = a->config;
+  loadgen::ServeBenchConfig& c = a->config;
   c.workload.shared_prefix_len = -1;  // unset: 0, or half the input for agentic
   app->add_option("--base-url", c.base_url, "Server address")->capture_default_str();
   app->add_option("--model", c.model, "Model name to request (default: the first of GET /v1/models)");
@@ -120,7 +120,7 @@ std::function<int()> add_bench_serve(CLI::App* bench, CLI::App** sub) {
   return [a, out_len] {
     std::signal(SIGPIPE, SIG_IGN);
     if (Status s = finish_config(*a, out_len->count() > 0); !s.ok()) return log_error("{}", s.message()), 2;
-    auto outcome = bench::run_serve_bench(a->config);
+    auto outcome = loadgen::run_serve_bench(a->config);
     if (!outcome.ok()) return log_error("bench serve: {}", outcome.status().message()), 1;
     return outcome->interrupted ? 130 : 0;
   };

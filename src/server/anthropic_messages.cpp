@@ -159,10 +159,7 @@ class MessagesGeneration final : public Generation {
                      {"stop_reason", reason},
                      {"stop_sequence", stop_string_},
                      {"usage", usage(output_tokens_)}};
-    HttpResponse r;
-    r.body = dump_json(j);
-    writer_->respond(std::move(r));
-    log_done(200, reason);
+    respond_json(j, reason);
   }
 
   void on_error(const ApiError& error) override {
@@ -192,19 +189,14 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
   };
   auto req = parse_anthropic_request(body, ctx.defaults, false);
   if (!req.ok()) return fail(req.status());
-  auto prompt = build_chat_prompt(req->chat_body, *ctx.chat_template, *ctx.tokenizer);
-  if (!prompt.ok()) return fail(prompt.status());
   // Agents ask for more output than a small context can hold (Claude Code
   // sends 32000): the completion gets what the context has left.
-  Status fit = fit_to_context(req->sampling, static_cast<int64_t>(prompt->tokens.size()), ctx.max_model_len, true);
-  if (!fit.ok()) return fail(fit);
-  auto engine_params = chat_engine_params(req->sampling.params, *prompt, ctx.replay, ctx.vocab_size);
-  if (!engine_params.ok()) return fail(engine_params.status());
-  SamplingParams params = std::move(*engine_params);
-  std::vector<EngineJob> jobs(1);
-  jobs[0].prompt = prompt->tokens;
-  jobs[0].params = params;
-  auto gen = std::make_shared<MessagesGeneration>(ctx, std::move(writer), request, std::move(*prompt), req->stream);
+  auto turn = build_chat_turn(req->chat_body, std::move(req->sampling), ctx, true);
+  if (!turn.ok()) return fail(turn.status());
+  std::vector<EngineJob> jobs;
+  jobs.push_back(std::move(turn->job));
+  auto gen =
+      std::make_shared<MessagesGeneration>(ctx, std::move(writer), request, std::move(turn->prompt), req->stream);
   gen->start(std::move(jobs));
 }
 

@@ -110,16 +110,25 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   return out;
 }
 
-Result<SamplingParams> chat_engine_params(SamplingParams params, const ChatPrompt& prompt, const ReplaySource* replay,
-                                          int vocab_size) {
+Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest sampling, const ServerContext& ctx,
+                                 bool clamp_max_tokens) {
+  ChatTurn turn;
+  M2_ASSIGN_OR_RETURN(turn.prompt, build_chat_prompt(chat_body, *ctx.chat_template, *ctx.tokenizer));
+  const ChatPrompt& prompt = turn.prompt;
+  M2_RETURN_IF_ERROR(
+      fit_to_context(sampling, static_cast<int64_t>(prompt.tokens.size()), ctx.max_model_len, clamp_max_tokens));
+  SamplingParams& params = sampling.params;
   params.forced_after_token = prompt.forced_after_token;
   params.forced_after = prompt.forced_after;
   params.forced_tokens = prompt.forced_first;
-  if (replay) {
-    if (auto r = replay->select(prompt.text)) params.forced_tokens.insert(params.forced_tokens.end(), r->begin(), r->end());
+  if (ctx.replay) {
+    if (auto r = ctx.replay->select(prompt.text))
+      params.forced_tokens.insert(params.forced_tokens.end(), r->begin(), r->end());
   }
-  M2_RETURN_IF_ERROR(params.validate(vocab_size));
-  return params;
+  M2_RETURN_IF_ERROR(params.validate(ctx.vocab_size));
+  turn.job.prompt = prompt.tokens;
+  turn.job.params = std::move(params);
+  return turn;
 }
 
 }  // namespace m2::server

@@ -1,6 +1,7 @@
 // An OpenAI chat-completions body -> the prompt tokens, the parser options
 // for the reply, and the forced tool-call opening of tool_choice "required"
-// or a named function. Shared by /v1/chat/completions and /v1/messages
+// or a named function; then, with the request's sampling fields, the one
+// engine job of the turn. Shared by /v1/chat/completions and /v1/messages
 // (which converts its body to this shape first).
 #pragma once
 
@@ -8,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling_params.h"
-#include "server/replay.h"
+#include "server/generation.h"
+#include "server/sampling_request.h"
+#include "server/server_context.h"
 #include "text/assistant_output_parser.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -35,10 +37,16 @@ struct ChatPrompt {
 Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTemplate& chat_template,
                                      const text::Tokenizer& tokenizer);
 
-// The engine parameters of a chat turn: the request's sampling parameters
-// plus the prompt's forced tool-call opening and, under --replay (may be
-// null), the replayed output; validated against the vocabulary.
-Result<SamplingParams> chat_engine_params(SamplingParams params, const ChatPrompt& prompt, const ReplaySource* replay,
-                                          int vocab_size);
+struct ChatTurn {
+  ChatPrompt prompt;
+  EngineJob job;
+};
+
+// The prompt of `chat_body` and its engine job: the request's sampling
+// fitted to the context (`clamp_max_tokens`: see fit_to_context), plus the
+// prompt's forced tool-call opening and, under --replay, the replayed
+// output; validated against the vocabulary. Errors are the client's (400).
+Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest sampling, const ServerContext& ctx,
+                                 bool clamp_max_tokens);
 
 }  // namespace m2::server

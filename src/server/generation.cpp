@@ -120,6 +120,13 @@ void Generation::respond_error(const ApiError& error) {
   log_done(error.status, "");
 }
 
+void Generation::respond_json(const OrderedJson& body, const std::string& finish_reason) {
+  HttpResponse r;
+  r.body = dump_json(body);
+  writer_->respond(std::move(r));
+  log_done(200, finish_reason);
+}
+
 void Generation::log_done(int status, const std::string& finish_reason) {
   if (logged_) return;
   logged_ = true;

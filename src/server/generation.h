@@ -49,6 +49,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void log_done(int status, const std::string& finish_reason);
   // Answers an error as a whole response (before anything was streamed).
   void respond_error(const ApiError& error);
+  // Answers the whole (non-streamed) response, 200, and logs it.
+  void respond_json(const OrderedJson& body, const std::string& finish_reason);
 
   ServerContext& ctx_;
   std::shared_ptr<ResponseWriter> writer_;

@@ -1,14 +1,9 @@
 // POST /v1/chat/completions: the chat template, the engine, and the M2
 // parsers (reasoning split or append-think, tool calls typed by the
 // request's schemas), whole or streamed as chat.completion.chunk events.
-#include <optional>
-
 #include "server/chat_prompt.h"
-#include "server/generation.h"
-#include "server/json_fields.h"
-#include "server/logprobs_json.h"
+#include "server/openai_generation.h"
 #include "server/routes.h"
-#include "server/sampling_request.h"
 
 namespace m2::server {
 namespace {
@@ -21,16 +16,13 @@ const char* openai_finish(FinishReason reason, bool tool_calls) {
   }
 }
 
-class ChatGeneration final : public Generation {
+class ChatGeneration final : public OpenAiGeneration {
  public:
   ChatGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
-                 ChatPrompt prompt, int n, bool stream, bool include_usage, bool want_logprobs, bool tokens_as_ids)
-      : Generation(ctx, std::move(writer), request, ApiFlavor::kOpenAI, "chatcmpl-" + random_hex(16), stream),
+                 const OpenAiRequest& r, ChatPrompt prompt)
+      : OpenAiGeneration(ctx, std::move(writer), request, "chatcmpl-", r),
         prompt_(std::move(prompt)),
-        include_usage_(include_usage),
-        want_logprobs_(want_logprobs),
-        formatter_(*ctx.tokenizer, tokens_as_ids),
-        choices_(n) {
+        choices_(r.sampling.params.n) {
     prompt_.parse.reasoning = ctx.options.reasoning;
     for (Choice& c : choices_) {
       if (stream_) c.parser = std::make_unique<text::AssistantStreamParser>(prompt_.parse);
@@ -46,23 +38,10 @@ class ChatGeneration final : public Generation {
     OrderedJson stop_reason;
   };
 
-  OrderedJson chunk(OrderedJson choices) const {
-    OrderedJson j = OrderedJson::object();
-    j["id"] = id_;
-    j["object"] = "chat.completion.chunk";
-    j["created"] = created_;
-    j["model"] = ctx_.model_name();
-    j["choices"] = std::move(choices);
+  OrderedJson stream_chunk(OrderedJson choices) const override {
+    OrderedJson j = envelope("chat.completion.chunk", std::move(choices));
     if (include_usage_) j["usage"] = nullptr;
     return j;
-  }
-
-  OrderedJson usage() const {
-    OrderedJson u = {{"prompt_tokens", prompt_tokens_},
-                     {"completion_tokens", output_tokens_},
-                     {"total_tokens", prompt_tokens_ + output_tokens_}};
-    u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
-    return u;
   }
 
   void on_admitted() override {
@@ -75,7 +54,7 @@ class ChatGeneration final : public Generation {
                        {"logprobs", nullptr},
                        {"finish_reason", nullptr}});
     }
-    writer_->write(sse_data(chunk(std::move(first))));
+    writer_->write(sse_data(stream_chunk(std::move(first))));
   }
 
   void on_output(size_t, RequestOutput& o) override {
@@ -108,21 +87,12 @@ class ChatGeneration final : public Generation {
     choice["logprobs"] = want_logprobs_ ? OrderedJson{{"content", std::move(lp)}} : OrderedJson(nullptr);
     choice["finish_reason"] = c.finish ? OrderedJson(c.finish) : OrderedJson(nullptr);
     if (o.finished) choice["stop_reason"] = c.stop_reason;
-    writer_->write(sse_data(chunk(OrderedJson::array({std::move(choice)}))));
+    writer_->write(sse_data(stream_chunk(OrderedJson::array({std::move(choice)}))));
   }
 
   void on_complete() override {
     std::string finish = choices_.empty() || !choices_[0].finish ? "" : choices_[0].finish;
-    if (stream_) {
-      if (include_usage_) {
-        OrderedJson last = chunk(OrderedJson::array());
-        last["usage"] = usage();
-        writer_->write(sse_data(last));
-      }
-      writer_->write("data: [DONE]\n\n");
-      writer_->end();
-      return log_done(200, finish);
-    }
+    if (stream_) return end_stream(finish);
     OrderedJson choices = OrderedJson::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = choices_[i];
@@ -138,30 +108,12 @@ class ChatGeneration final : public Generation {
       choice["stop_reason"] = c.stop_reason;
       choices.push_back(std::move(choice));
     }
-    OrderedJson j = OrderedJson::object();
-    j["id"] = id_;
-    j["object"] = "chat.completion";
-    j["created"] = created_;
-    j["model"] = ctx_.model_name();
-    j["choices"] = std::move(choices);
+    OrderedJson j = envelope("chat.completion", std::move(choices));
     j["usage"] = usage();
-    HttpResponse r;
-    r.body = dump_json(j);
-    writer_->respond(std::move(r));
-    log_done(200, finish);
-  }
-
-  void on_error(const ApiError& error) override {
-    if (!stream_) return respond_error(error);
-    writer_->write(sse_data(error_json(error, flavor_)));
-    writer_->write("data: [DONE]\n\n");
-    writer_->end();
-    log_done(error.status, "");
+    respond_json(j, finish);
   }
 
   ChatPrompt prompt_;
-  bool include_usage_, want_logprobs_;
-  TokenFormatter formatter_;
   std::vector<Choice> choices_;
 };
 
@@ -170,30 +122,13 @@ class ChatGeneration final : public Generation {
 void handle_chat_completions(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                              std::shared_ptr<ResponseWriter> writer) {
   auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
-  auto stream = opt_bool(body, "stream");
-  if (!stream.ok()) return fail(stream.status());
-  auto include_usage = stream_include_usage(body);
-  if (!include_usage.ok()) return fail(include_usage.status());
-  auto as_ids = opt_bool(body, "return_tokens_as_token_ids");
-  if (!as_ids.ok()) return fail(as_ids.status());
-  auto sampling = parse_sampling_request(body, ctx.defaults, LogprobsStyle::kChat);
-  if (!sampling.ok()) return fail(sampling.status());
-  auto prompt = build_chat_prompt(body, *ctx.chat_template, *ctx.tokenizer);
-  if (!prompt.ok()) return fail(prompt.status());
-  Status fit = fit_to_context(*sampling, static_cast<int64_t>(prompt->tokens.size()), ctx.max_model_len, false);
-  if (!fit.ok()) return fail(fit);
-
-  auto engine_params = chat_engine_params(sampling->params, *prompt, ctx.replay, ctx.vocab_size);
-  if (!engine_params.ok()) return fail(engine_params.status());
-  SamplingParams params = std::move(*engine_params);
-
-  const bool want_logprobs = params.logprobs >= 0;
-  std::vector<EngineJob> jobs(1);
-  jobs[0].prompt = prompt->tokens;
-  jobs[0].params = std::move(params);
-  auto gen = std::make_shared<ChatGeneration>(ctx, std::move(writer), request, std::move(*prompt), jobs[0].params.n,
-                                              stream->value_or(false), *include_usage, want_logprobs,
-                                              as_ids->value_or(false));
+  auto r = parse_openai_request(body, ctx.defaults, LogprobsStyle::kChat);
+  if (!r.ok()) return fail(r.status());
+  auto turn = build_chat_turn(body, r->sampling, ctx, false);
+  if (!turn.ok()) return fail(turn.status());
+  std::vector<EngineJob> jobs;
+  jobs.push_back(std::move(turn->job));
+  auto gen = std::make_shared<ChatGeneration>(ctx, std::move(writer), request, *r, std::move(turn->prompt));
   gen->start(std::move(jobs));
 }
 

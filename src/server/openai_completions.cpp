@@ -3,11 +3,9 @@
 // `echo`, completion-style `logprobs`, vLLM's return_tokens_as_token_ids.
 #include <optional>
 
-#include "server/generation.h"
 #include "server/json_fields.h"
-#include "server/logprobs_json.h"
+#include "server/openai_generation.h"
 #include "server/routes.h"
-#include "server/sampling_request.h"
 
 namespace m2::server {
 namespace {
@@ -73,18 +71,14 @@ const char* completion_finish(FinishReason r) {
   return r == FinishReason::kLength ? "length" : r == FinishReason::kAbort ? "abort" : "stop";
 }
 
-class CompletionGeneration final : public Generation {
+class CompletionGeneration final : public OpenAiGeneration {
  public:
   CompletionGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
-                       std::vector<PromptInput> prompts, int n, bool stream, bool include_usage, bool echo,
-                       bool want_logprobs, bool tokens_as_ids)
-      : Generation(ctx, std::move(writer), request, ApiFlavor::kOpenAI, "cmpl-" + random_hex(16), stream),
+                       const OpenAiRequest& r, std::vector<PromptInput> prompts, bool echo)
+      : OpenAiGeneration(ctx, std::move(writer), request, "cmpl-", r),
         prompts_(std::move(prompts)),
-        n_(n),
-        include_usage_(include_usage),
-        echo_(echo),
-        want_logprobs_(want_logprobs),
-        formatter_(*ctx.tokenizer, tokens_as_ids) {
+        n_(r.sampling.params.n),
+        echo_(echo) {
     for (size_t i = 0; i < prompts_.size() * static_cast<size_t>(n_); ++i) choices_.emplace_back(formatter_);
   }
 
@@ -109,21 +103,8 @@ class CompletionGeneration final : public Generation {
     return j;
   }
 
-  OrderedJson envelope(OrderedJson choices) const {
-    OrderedJson j = OrderedJson::object();
-    j["id"] = id_;
-    j["object"] = "text_completion";
-    j["created"] = created_;
-    j["model"] = ctx_.model_name();
-    j["choices"] = std::move(choices);
-    return j;
-  }
-
-  OrderedJson usage() const {
-    return {{"prompt_tokens", prompt_tokens_},
-            {"completion_tokens", output_tokens_},
-            {"total_tokens", prompt_tokens_ + output_tokens_},
-            {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  OrderedJson stream_chunk(OrderedJson choices) const override {
+    return envelope("text_completion", std::move(choices));
   }
 
   void on_admitted() override {
@@ -170,44 +151,23 @@ class CompletionGeneration final : public Generation {
     }
     if (piece.empty() && c.logprobs.empty() && !o.finished) return;
     c.text += piece;
-    writer_->write(sse_data(envelope(OrderedJson::array({choice_json(index, piece, c, o.finished)}))));
+    writer_->write(sse_data(stream_chunk(OrderedJson::array({choice_json(index, piece, c, o.finished)}))));
     c.logprobs.clear();  // streamed logprobs are per chunk
   }
 
   void on_complete() override {
     const std::string finish = choices_.empty() || !choices_[0].finish ? "" : choices_[0].finish;
-    if (stream_) {
-      if (include_usage_) {
-        OrderedJson last = envelope(OrderedJson::array());
-        last["usage"] = usage();
-        writer_->write(sse_data(last));
-      }
-      writer_->write("data: [DONE]\n\n");
-      writer_->end();
-      return log_done(200, finish);
-    }
+    if (stream_) return end_stream(finish);
     OrderedJson choices = OrderedJson::array();
     for (size_t i = 0; i < choices_.size(); ++i) choices.push_back(choice_json(i, choices_[i].text, choices_[i], true));
-    OrderedJson j = envelope(std::move(choices));
+    OrderedJson j = envelope("text_completion", std::move(choices));
     j["usage"] = usage();
-    HttpResponse r;
-    r.body = dump_json(j);
-    writer_->respond(std::move(r));
-    log_done(200, finish);
-  }
-
-  void on_error(const ApiError& error) override {
-    if (!stream_) return respond_error(error);
-    writer_->write(sse_data(error_json(error, flavor_)));
-    writer_->write("data: [DONE]\n\n");
-    writer_->end();
-    log_done(error.status, "");
+    respond_json(j, finish);
   }
 
   std::vector<PromptInput> prompts_;
   int n_;
-  bool include_usage_, echo_, want_logprobs_;
-  TokenFormatter formatter_;
+  bool echo_;
   std::vector<Choice> choices_;
 };
 
@@ -216,26 +176,21 @@ class CompletionGeneration final : public Generation {
 void handle_completions(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                         std::shared_ptr<ResponseWriter> writer) {
   auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
-  auto stream = opt_bool(body, "stream");
-  if (!stream.ok()) return fail(stream.status());
-  auto include_usage = stream_include_usage(body);
-  if (!include_usage.ok()) return fail(include_usage.status());
+  auto r = parse_openai_request(body, ctx.defaults, LogprobsStyle::kCompletion);
+  if (!r.ok()) return fail(r.status());
   auto echo = opt_bool(body, "echo");
   if (!echo.ok()) return fail(echo.status());
-  auto as_ids = opt_bool(body, "return_tokens_as_token_ids");
-  if (!as_ids.ok()) return fail(as_ids.status());
   if (auto suffix = opt_string(body, "suffix"); !suffix.ok() || (*suffix && !(*suffix)->empty()))
     return fail(errorf("'suffix' is not supported"));
-  auto sampling = parse_sampling_request(body, ctx.defaults, LogprobsStyle::kCompletion);
-  if (!sampling.ok()) return fail(sampling.status());
   auto prompts = read_prompts(body, *ctx.tokenizer, ctx.vocab_size);
   if (!prompts.ok()) return fail(prompts.status());
-  if (prompts->size() * static_cast<size_t>(sampling->params.n) > 1024)
+  const SamplingRequest& sampling = r->sampling;
+  if (prompts->size() * static_cast<size_t>(sampling.params.n) > 1024)
     return fail(errorf("too many completions in one request (prompts x n > 1024)"));
-  const bool want_logprobs = sampling->params.logprobs >= 0;
+  const bool want_logprobs = sampling.params.logprobs >= 0;
   std::vector<EngineJob> jobs;
   for (const PromptInput& p : *prompts) {
-    SamplingRequest s = *sampling;
+    SamplingRequest s = sampling;
     Status fit = fit_to_context(s, static_cast<int64_t>(p.tokens.size()), ctx.max_model_len, false);
     if (!fit.ok()) return fail(fit);
     // echo with logprobs reports the prompt tokens' logprobs too.
@@ -247,9 +202,8 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
     if (!valid.ok()) return fail(valid);
     jobs.push_back({p.tokens, std::move(s.params)});
   }
-  auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, std::move(*prompts),
-                                                    sampling->params.n, stream->value_or(false), *include_usage,
-                                                    echo->value_or(false), want_logprobs, as_ids->value_or(false));
+  auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, *r, std::move(*prompts),
+                                                    echo->value_or(false));
   gen->start(std::move(jobs));
 }
 

@@ -1,106 +1,13 @@
-"""Fixtures of the server tests: a live `m2cpp serve` on the tiny chat
-fixture model (tests/data/m2-tiny-chat), started on a free port, waited for
-on /health, stopped with SIGTERM at the end (which also checks the graceful
-shutdown exits 0)."""
-import json
+"""Fixtures of the server tests: a live `m2cpp serve` (tests/live_server.py)
+shared by a test module, and the official OpenAI and Anthropic SDK clients
+pointed at it."""
 import os
-import re
-import signal
-import subprocess
-import tempfile
-import time
+import sys
 
-import httpx
 import pytest
 
-SOURCE_DIR = os.environ.get("M2CPP_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-BINARY = os.environ.get("M2CPP_BINARY", os.path.join(SOURCE_DIR, "build", "m2cpp"))
-MODEL = os.path.join(SOURCE_DIR, "tests", "data", "m2-tiny-chat")
-MODEL_NAME = "m2-tiny-chat"
-
-
-class ServerProcess:
-    def __init__(self, *extra_args, env=None):
-        self.log = tempfile.NamedTemporaryFile(prefix="m2cpp-serve-", suffix=".log", delete=False)
-        args = [BINARY, "serve", "-m", MODEL, "--port", "0", "--served-model-name", MODEL_NAME,
-                "--threads", "1", "--kv-cache-dtype", "f32", *extra_args]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env={**os.environ, **(env or {})})
-        self.port = self._wait_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._wait_healthy()
-
-    def log_text(self):
-        with open(self.log.name, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def _wait_port(self):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            m = re.search(r"listening on http://[^:]+:(\d+)", self.log_text())
-            if m:
-                return int(m.group(1))
-            if self.proc.poll() is not None:
-                raise RuntimeError("m2cpp serve exited:\n" + self.log_text())
-            time.sleep(0.02)
-        raise RuntimeError("m2cpp serve did not start:\n" + self.log_text())
-
-    def _wait_healthy(self):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("m2cpp serve exited:\n" + self.log_text())
-            time.sleep(0.05)
-        raise RuntimeError("m2cpp serve never became healthy:\n" + self.log_text())
-
-    def stop(self, timeout=60):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise
-        return self.proc.returncode
-
-    def access_records(self):
-        out = []
-        for line in self.log_text().splitlines():
-            if line.startswith("{") and '"event":"access"' in line:
-                out.append(json.loads(line))
-        return out
-
-    def metric(self, name, labels=None):
-        """The value of one sample of /metrics (None when absent)."""
-        text = httpx.get(self.url + "/metrics", timeout=10).text
-        for line in text.splitlines():
-            if line.startswith("#"):
-                continue
-            m = re.match(r"^([^\s{]+)(\{[^}]*\})?\s+(\S+)$", line)
-            if not m or m.group(1) != name:
-                continue
-            if labels:
-                got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-                if any(got.get(k) != v for k, v in labels.items()):
-                    continue
-            return float(m.group(3))
-        return None
-
-
-def wait_for(predicate, timeout=30, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from live_server import ServerProcess  # noqa: E402 (after the path it is found on)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-// The server's request handling that needs no socket: sampling fields,
-// context fitting, the chat prompt with tool_choice forcing, the Anthropic
+// The server's request handling that needs no socket: sampling fields and
+// the fields every OpenAI route reads, context fitting, the chat prompt with
+// tool_choice forcing and the engine job of a chat turn, the Anthropic
 // request conversion, replay files, error shapes, metrics text, the
 // constant-time key comparison.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
+#include "server/openai_generation.h"
 #include "server/replay.h"
 #include "server/sampling_request.h"
 #include "server/server.h"
@@ -75,6 +77,26 @@ TEST(SamplingRequest, FitsTheContext) {
   EXPECT_NE(s.message().find("your prompt is 2048 tokens"), std::string::npos);
 }
 
+TEST(OpenAiRequest, ReadsTheSharedFields) {
+  auto r = parse_openai_request(J(R"({"stream": true, "stream_options": {"include_usage": true},
+                                      "return_tokens_as_token_ids": true, "n": 2, "logprobs": 1})"),
+                                SamplingParams(), LogprobsStyle::kCompletion);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->stream && r->include_usage && r->tokens_as_ids);
+  EXPECT_EQ(r->sampling.params.n, 2);
+  EXPECT_EQ(r->sampling.params.logprobs, 1);
+  auto none = parse_openai_request(J("{}"), SamplingParams(), LogprobsStyle::kChat);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->stream || none->include_usage || none->tokens_as_ids);
+  // The first wrong field is named: the shared ones before the sampling fields.
+  auto bad = parse_openai_request(J(R"({"temperature": "hot", "return_tokens_as_token_ids": 1})"), SamplingParams(),
+                                  LogprobsStyle::kChat);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "'return_tokens_as_token_ids' must be a boolean, got an integer");
+  EXPECT_FALSE(parse_openai_request(J(R"({"stream_options": 1})"), SamplingParams(), LogprobsStyle::kChat).ok());
+  EXPECT_FALSE(parse_openai_request(J(R"({"temperature": "hot"})"), SamplingParams(), LogprobsStyle::kChat).ok());
+}
+
 class ChatPromptTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -134,6 +156,29 @@ TEST_F(ChatPromptTest, RefusesBadMessagesAndToolChoices) {
            R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})"}) {
     EXPECT_FALSE(build(body).ok()) << body;
   }
+}
+
+TEST_F(ChatPromptTest, TurnIsOneFittedEngineJob) {
+  ServerContext ctx;
+  ctx.tokenizer = tokenizer_.get();
+  ctx.chat_template = template_.get();
+  ctx.max_model_len = 256;
+  ctx.vocab_size = tokenizer_->vocab_size();
+  const OrderedJson body = J((std::string(R"({"messages": [{"role": "user", "content": "x"}], "tools": [)") + kTool +
+                              R"(], "tool_choice": "required"})").c_str());
+  auto t = build_chat_turn(body, SamplingRequest(), ctx, false);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->job.prompt, t->prompt.tokens);
+  EXPECT_EQ(t->job.params.max_tokens, 256 - static_cast<int64_t>(t->prompt.tokens.size()));
+  EXPECT_EQ(t->job.params.forced_after_token, t->prompt.forced_after_token);
+  EXPECT_EQ(t->job.params.forced_after, t->prompt.forced_after);
+  SamplingRequest more;
+  more.max_tokens = 1000;  // more than the context has left: refused, or clamped (Anthropic)
+  EXPECT_FALSE(build_chat_turn(body, more, ctx, false).ok());
+  auto clamped = build_chat_turn(body, more, ctx, true);
+  ASSERT_TRUE(clamped.ok()) << clamped.status().message();
+  EXPECT_EQ(clamped->job.params.max_tokens, t->job.params.max_tokens);
+  EXPECT_FALSE(build_chat_turn(J(R"({"messages": []})"), SamplingRequest(), ctx, false).ok());
 }
 
 TEST(AnthropicRequest, ConvertsBlocksToChatMessages) {

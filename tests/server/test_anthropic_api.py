@@ -6,7 +6,7 @@ import anthropic
 import httpx
 import pytest
 
-from conftest import MODEL_NAME
+from live_server import MODEL_NAME
 
 USER = [{"role": "user", "content": "Say something."}]
 

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import MODEL_NAME
+from live_server import MODEL_NAME
 
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say something."}]
 

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from conftest import MODEL_NAME, ServerProcess
+from live_server import MODEL_NAME, ServerProcess
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Get weather",

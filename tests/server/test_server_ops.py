@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import MODEL_NAME, ServerProcess, wait_for
+from live_server import MODEL_NAME, ServerProcess, wait_for
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 LONG = {"max_tokens": 2000, "ignore_eos": True}
