@@ -146,9 +146,9 @@ void Engine::advance(const StepBatch& batch) {
   for (const StepChunk& c : batch.chunks) {
     Sequence& seq = *c.seq;
     const int64_t n = c.num_tokens;
-    // A decode: the newest sampled token alone, of a sequence never preempted.
-    const bool is_decode =
-        n == 1 && c.start + 1 == seq.num_tokens() && seq.num_output() > 0 && seq.num_preemptions == 0;
+    // A decode: the newest sampled token alone (never computed before, also
+    // when a preempted sequence resumes with everything before it cached).
+    const bool is_decode = n == 1 && c.start + 1 == seq.num_tokens() && seq.num_output() > 0;
     (is_decode ? stats_.decode_tokens : stats_.prefill_tokens) += n;
     seq.num_computed += n;
     blocks_.commit_full_blocks(seq);
