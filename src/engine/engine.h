@@ -1,8 +1,10 @@
 // The engine: requests in, tokens and text out, one model step at a time.
-// Owns the paged KV cache, the block manager with its prefix cache, and the
-// scheduler; builds each step's batch (prefill chunks and decodes of many
-// sequences), runs the model, samples, detokenizes and checks stop
-// conditions. Single-threaded: the server drives step() from one thread.
+// Owns the paged KV cache, the block manager with its prefix cache, the
+// scheduler and the output processor. A step is three parts: building it
+// (the scheduler's decision as the model's arrays, step_batch.h), running it
+// (the forward pass and sampling, on the backend where the logits are) and
+// processing its outputs (output_processor.h: tokens appended, detokenized,
+// stop conditions). Single-threaded: the server drives step() from one thread.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,11 @@
 #include <vector>
 
 #include "engine/block_manager.h"
+#include "engine/output_processor.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "engine/stop_strings.h"
+#include "engine/step_batch.h"
 #include "model/minimax_m2.h"
-#include "text/tokenizer/incremental_detokenizer.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace m2 {
@@ -31,22 +33,6 @@ struct EngineConfig {
   int64_t max_model_len = 0;       // 0: the model's max_position_embeddings, capped by the pool
   SchedulerConfig scheduler;
   std::vector<int32_t> eos_ids;    // used when there is no tokenizer
-};
-
-struct RequestOutput {
-  std::string request_id;
-  int index = 0;                          // which of the request's n completions
-  std::vector<int32_t> new_token_ids;
-  std::string new_text;                   // empty without a tokenizer
-  std::vector<SampledToken> new_logprobs; // when params.logprobs >= 0
-  std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // once, with the first output
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  std::string stop_string;                // the stop string that ended it (excluded from the text)
-  int32_t stop_token_id = -1;             // the stop_token_ids entry that ended it
-  int64_t num_prompt_tokens = 0;
-  int64_t num_cached_tokens = 0;
-  int64_t num_output_tokens = 0;
 };
 
 struct EngineStats {
@@ -80,36 +66,33 @@ class Engine {
   const text::Tokenizer* tokenizer() const { return tokenizer_; }
 
  private:
-  struct SeqText {
-    std::unique_ptr<text::IncrementalDetokenizer> detok;
-    std::unique_ptr<StopStringMatcher> stops;
-  };
-
-  Engine(MiniMaxM2& model, const text::Tokenizer* tokenizer, const EngineConfig& config, int64_t num_blocks);
-  void append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out);
-  // A stop string cut the text before it: the detokenizer's held bytes are
-  // dropped rather than flushed.
-  void finish(Sequence& seq, FinishReason reason, RequestOutput& out, std::string stop_string = {},
-              int32_t stop_token_id = -1);
+  Engine(MiniMaxM2& model, const text::Tokenizer* tokenizer, const EngineConfig& config, int64_t num_blocks,
+         int64_t max_model_len);
+  // Runs the batch: the forward pass, and sampling where the logits are
+  // (on the backend; on the host when the batch wants full logits).
+  Result<StepResult> run(StepBatch& batch);
+  // The core's side of a step that ran: token counts, computed positions,
+  // full blocks into the prefix cache, n > 1 siblings admitted once the
+  // first one's prompt is cached.
+  void advance(const StepBatch& batch);
+  // Frees the sequences that finished this step (their blocks return to the pool).
+  void release_finished(const std::vector<RequestOutput>& outputs);
 
   MiniMaxM2& model_;
   const text::Tokenizer* tokenizer_;
   EngineConfig config_;
   int64_t max_model_len_;
-  std::vector<int32_t> eos_ids_;
   std::unique_ptr<KvCache> cache_;
   BlockManager blocks_;
   Scheduler scheduler_;
+  OutputProcessor output_;
   int64_t next_seq_id_ = 0;
   int64_t next_arrival_ = 0;
   std::map<int64_t, std::unique_ptr<Sequence>> seqs_;       // live sequences
-  std::map<int64_t, SeqText> texts_;
   std::map<std::string, std::vector<int64_t>> requests_;     // request id -> its sequences
   std::map<int64_t, std::vector<int64_t>> pending_siblings_; // first child -> siblings admitted after its prefill
-  std::vector<float> logits_;
+  std::vector<float> logits_;  // [logit rows, vocab] of the last step that wanted full logits
   EngineStats stats_;
 };
-
-const char* finish_reason_name(FinishReason r);
 
 }  // namespace m2

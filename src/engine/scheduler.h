@@ -1,11 +1,15 @@
 // Continuous batching with chunked prefill (nano-vllm's shape, vLLM's
-// semantics). Every step gets a token budget; running sequences go first
-// (a decode costs 1 token, an unfinished prefill continues with the next
-// chunk), then waiting ones in (priority, arrival) order. When the KV pool
-// runs dry the lowest-priority, latest-arrived running sequence is preempted:
-// its blocks are released and it is recomputed later from its tokens (same
-// tokens out: sampling state lives in the sequence). A sequence that fits
-// the context is never dropped.
+// semantics). Every step gets a token budget; running sequences go first, in
+// (priority, arrival) order (a decode costs 1 token, an unfinished prefill
+// continues with as many of its known tokens as the budget left holds), then
+// waiting ones in the same order, each starting after its cached prefix
+// (none for prompt logprobs), FCFS: the first waiting sequence that does not
+// fit the pool stops admission for the step, and so does max_num_seqs.
+// When the KV pool runs dry the lowest-priority, latest-arrived running
+// sequence is preempted (possibly the one asking): its blocks are released
+// and it is recomputed later from its tokens (same tokens out: sampling state
+// lives in the sequence); a step that preempted admits nobody. A sequence
+// that fits the context is never dropped.
 #pragma once
 
 #include <cstdint>

@@ -132,6 +132,28 @@ TEST_F(EngineTest, PreemptionAndResumptionGiveTheSameTokens) {
   EXPECT_EQ(e->stats().kv_blocks_used, 0);
 }
 
+TEST_F(EngineTest, ARecomputationIsPrefillAndTheDecodesAfterItAreDecodes) {
+  // 4 blocks of 4 tokens, no prefix cache, two 7-token prompts of 5 tokens
+  // each. B is preempted when A's position 8 needs a third block, waits
+  // while A finishes, then recomputes its 9 known tokens and decodes 2 more.
+  EngineConfig c;
+  c.block_size = 4;
+  c.num_blocks = 4;
+  c.kv_dtype = DType::kF32;
+  c.prefix_cache = false;
+  auto e = Engine::create(*model_, nullptr, c);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_TRUE((*e)->add_request("a", {11, 12, 13, 14, 15, 16, 17}, greedy(5)).ok());
+  ASSERT_TRUE((*e)->add_request("b", {21, 22, 23, 24, 25, 26, 27}, greedy(5)).ok());
+  const auto out = run_all(**e);
+  EXPECT_EQ(out.at("a/0").size(), 5u);
+  EXPECT_EQ(out.at("b/0").size(), 5u);
+  const EngineStats st = (*e)->stats();
+  EXPECT_EQ(st.preemptions, 1);
+  EXPECT_EQ(st.prefill_tokens, 7 + 7 + 9);
+  EXPECT_EQ(st.decode_tokens, 4 + 1 + 2);  // A's 4; B's 1 before and 2 after its preemption
+}
+
 TEST_F(EngineTest, SecondAgenticTurnPrefillsOnlyItsNewTokens) {
   const int bs = 16;
   auto e = engine(512, 256, bs);
