@@ -1,12 +1,25 @@
 // Whole-model correctness against transformers' MiniMaxM2ForCausalLM in
 // float64 (tools/make_reference_fixtures.py): logits of every position of a
 // 320-token prompt, greedy ids, for a BF16 and an FP8 block-scaled checkpoint
-// in the official layout.
+// in the official layout. Written once, run on every backend of the build
+// (backend_cases.h); a backend other than the CPU is also held to the CPU
+// backend on the same weights.
+//
+// Bounds: the foundation issue's max |Δ| <= 5e-3 against the reference for
+// logits of std ~1 (the CPU is ~1e-6 away with an fp32 KV cache), 1e-3
+// against the CPU. Argmax: everywhere on the CPU; on other backends wherever
+// the reference's top-2 gap exceeds twice the measured error (at smaller
+// gaps fp32 noise may pick either), at >= 90 % of positions. Chunked and
+// batched steps: bit-identical on an exact backend, within 2e-4 on others
+// (their decode GEMVs and prefill tiles sum in different orders).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "backend_cases.h"
 #include "io/npy.h"
 #include "model/greedy.h"
 #include "model/minimax_m2.h"
@@ -16,18 +29,41 @@
 namespace m2 {
 namespace {
 
+using test::BackendCase;
 using test::load_reference;
 using test::Reference;
 
-class ReferenceTest : public ::testing::TestWithParam<std::string> {
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+  return m;
+}
+
+class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, BackendCase>> {
  protected:
   void SetUp() override {
-    auto w = load_model(test::data_path(GetParam()), LoadOptions{});
+    const BackendCase& b = std::get<1>(GetParam());
+    if (!b.available()) GTEST_SKIP() << "no " << b.name << " device";
+    auto w = load_model(test::data_path(checkpoint()), LoadOptions{});
     ASSERT_TRUE(w.ok()) << w.status().message();
     weights_ = std::move(w.value());
-    backend_ = make_cpu_backend();
+    backend_ = b.make();
+    ASSERT_TRUE(backend_) << b.name << " did not start";
+    ASSERT_TRUE(backend_->prepare_weights(*weights_).ok());
     model_ = std::make_unique<MiniMaxM2>(*weights_, *backend_);
-    ref_ = load_reference(GetParam());
+    ref_ = load_reference(checkpoint());
+  }
+  const std::string& checkpoint() const { return std::get<0>(GetParam()); }
+  const BackendCase& backend() const { return std::get<1>(GetParam()); }
+  // Rows of a chunked or batched step against the same rows computed alone.
+  void expect_same_rows(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    if (backend().exact) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << ", element " << i;
+    } else {
+      EXPECT_LE(max_abs_diff(got, want), 2e-4) << what;
+    }
   }
 
   std::unique_ptr<ModelWeights> weights_;
@@ -36,29 +72,40 @@ class ReferenceTest : public ::testing::TestWithParam<std::string> {
   Reference ref_;
 };
 
-// Acceptance bound of the foundation issue: identical argmax, max |Δ| <= 5e-3
-// for logits of std ~ 1. With an fp32 KV cache we are ~1e-6 away.
 TEST_P(ReferenceTest, LogitsOfEveryPositionMatchFloat64Reference) {
   auto logits = all_logits(*model_, ref_.prompt, DType::kF32);
   ASSERT_TRUE(logits.ok()) << logits.status().message();
   const int64_t V = model_->config().vocab_size;
-  ASSERT_EQ(ref_.logits.shape, (std::vector<int64_t>{static_cast<int64_t>(ref_.prompt.size()), V}));
-  double max_diff = 0;
-  for (size_t t = 0; t < ref_.prompt.size(); ++t) {
+  const size_t n = ref_.prompt.size();
+  ASSERT_EQ(ref_.logits.shape, (std::vector<int64_t>{static_cast<int64_t>(n), V}));
+  const std::vector<float> want(ref_.logits.values.begin(), ref_.logits.values.end());
+  const double vs_ref = max_abs_diff(*logits, want);
+  int checked = 0;
+  for (size_t t = 0; t < n; ++t) {
     const float* ours = logits->data() + t * V;
-    const double* want = ref_.logits.values.data() + t * V;
-    int64_t a = 0, b = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      max_diff = std::max(max_diff, std::abs(ours[v] - want[v]));
-      if (ours[v] > ours[a]) a = v;
-      if (want[v] > want[b]) b = v;
-    }
-    EXPECT_EQ(a, b) << "argmax differs at position " << t;
+    const double* ref = ref_.logits.values.data() + t * V;
+    std::vector<int64_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 2, order.end(), [&](int64_t a, int64_t b) { return ref[a] > ref[b]; });
+    if (!backend().exact && ref[order[0]] - ref[order[1]] <= 2 * vs_ref) continue;
+    ++checked;
+    EXPECT_EQ(std::max_element(ours, ours + V) - ours, order[0]) << "argmax differs at position " << t;
   }
-  EXPECT_LE(max_diff, 5e-3);
-  RecordProperty("max_abs_diff", std::to_string(max_diff));
-  std::printf("%s: max |logit - reference| = %.3g over %zu positions\n", GetParam().c_str(), max_diff,
-              ref_.prompt.size());
+  EXPECT_LE(vs_ref, 5e-3);
+  EXPECT_GE(checked, static_cast<int>(n) * 9 / 10);
+  std::string vs_cpu_text;
+  if (backend().name != "cpu") {
+    auto cpu_backend = make_cpu_backend();
+    MiniMaxM2 cpu_model(*weights_, *cpu_backend);
+    auto cpu = all_logits(cpu_model, ref_.prompt, DType::kF32);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+    const double vs_cpu = max_abs_diff(*logits, *cpu);
+    EXPECT_LE(vs_cpu, 1e-3);
+    vs_cpu_text = fmt::format(", max |{} - CPU| = {:.3g}", backend().name, vs_cpu);
+  }
+  RecordProperty("max_abs_diff", std::to_string(vs_ref));
+  std::printf("%s on %s: max |logit - float64 reference| = %.3g%s, argmax checked at %d of %zu positions\n",
+              checkpoint().c_str(), backend().name.c_str(), vs_ref, vs_cpu_text.c_str(), checked, n);
 }
 
 TEST_P(ReferenceTest, GreedyGenerationReproducesReferenceIds) {
@@ -96,12 +143,8 @@ TEST_P(ReferenceTest, IncrementalDecodeEqualsFullForward) {
       in.seqs.push_back({0, n, static_cast<int64_t>(p) + n, blocks});
       std::vector<float> logits;
       ASSERT_TRUE(model_->forward(in, *cache, &logits).ok());
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t v = 0; v < V; ++v) {
-          // Same arithmetic per row whatever the step size: bit-identical.
-          ASSERT_EQ(logits[i * V + v], (*full)[(p + i) * V + v]) << "chunk " << chunk << " position " << p + i;
-        }
-      }
+      expect_same_rows(logits, std::vector<float>(full->begin() + p * V, full->begin() + (p + n) * V),
+                       fmt::format("chunk {}, positions {}..{}", chunk, p, p + n - 1));
     }
   }
 }
@@ -147,12 +190,36 @@ TEST_P(ReferenceTest, BatchedSequencesEqualSequencesAlone) {
   row = 0;
   for (size_t s = 0; s < spans.size(); ++s) {
     const int n = spans[s].second;
-    for (int64_t i = 0; i < n * V; ++i) ASSERT_EQ(logits[row * V + i], alone[s][i]) << "sequence " << s;
+    expect_same_rows(std::vector<float>(logits.begin() + row * V, logits.begin() + (row + n) * V), alone[s],
+                     fmt::format("sequence {}", s));
     row += n;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceTest, ::testing::Values("m2-tiny-bf16", "m2-tiny-fp8"));
+// A BF16 KV cache on a backend other than the CPU against the CPU's with the
+// same cache dtype (the cache's rounding is the same rule on both).
+TEST_P(ReferenceTest, Bf16KvCacheMatchesCpuBackend) {
+  if (backend().name == "cpu") GTEST_SKIP() << "the CPU is the reference of this test";
+  const std::vector<int32_t> prompt(ref_.prompt.begin(), ref_.prompt.begin() + 100);
+  auto cpu_backend = make_cpu_backend();
+  MiniMaxM2 cpu_model(*weights_, *cpu_backend);
+  auto got = all_logits(*model_, prompt, DType::kBF16);
+  auto cpu = all_logits(cpu_model, prompt, DType::kBF16);
+  ASSERT_TRUE(got.ok() && cpu.ok());
+  const double d = max_abs_diff(*got, *cpu);
+  std::printf("%s on %s, bf16 KV cache: max |%s - CPU| = %.3g\n", checkpoint().c_str(), backend().name.c_str(),
+              backend().name.c_str(), d);
+  EXPECT_LE(d, 5e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceTest,
+                         ::testing::Combine(::testing::Values("m2-tiny-bf16", "m2-tiny-fp8"),
+                                            ::testing::ValuesIn(test::backend_cases())),
+                         [](const auto& info) {
+                           std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+                           for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace m2
