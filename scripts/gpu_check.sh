@@ -31,7 +31,7 @@ BUDGET=${BUDGET:-570}  # seconds for the whole run (the device tool allows 600)
 
 if [[ "${1:-}" == "--prepare" ]]; then
   set -e
-  TARGETS=(m2cpp test_backend_cuda test_model cuda_kernels_bench)
+  TARGETS=(m2cpp test_backend_cuda test_backend test_model cuda_kernels_bench)
   [[ "${CUTLASS_BENCH:-}" == 1 ]] && TARGETS+=(cutlass_moe_bench)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM2CPP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
     -DCMAKE_BUILD_RPATH='$ORIGIN/lib' -DM2CPP_CUTLASS_BENCH=$([[ "${CUTLASS_BENCH:-}" == 1 ]] && echo ON || echo OFF) > /dev/null
@@ -48,7 +48,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
     ldd "$BUILD/$bin" | awk '/=> \//{print $3}'
   done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcublas|libcudart' |
     while read -r lib; do cp -L "$lib" "$BUILD/lib/"; done
-  du -sh "$BUILD/lib" "$BUILD/m2cpp" "$BUILD/test_backend_cuda" "$BUILD/test_model" "$BUILD/cuda_kernels_bench"
+  du -sh "$BUILD/lib" "$BUILD/m2cpp" "$BUILD/test_backend_cuda" "$BUILD/test_backend" "$BUILD/test_model" "$BUILD/cuda_kernels_bench"
   exit 0
 fi
 
@@ -106,9 +106,12 @@ for filter in 'Ops.*:CudaBackend.*:Fused*' 'Fp8Gemm.*:Bf16Gemm.*' 'CudaAttention
   M2CPP_CUDA_OPTIONS=sync=on run 110 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter="$filter" >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 done
-# The whole-model reference tests, written once for every backend
-# (tests/model/reference_test.cpp), on the CUDA one.
+# The suites written once for every backend, on the CUDA one: the op
+# conformance suite (tests/backend/ops_conformance_test.cpp, each kernel
+# variant) and the whole-model reference tests (tests/model/reference_test.cpp).
 if [[ -z "${SKIP_TESTS:-}" ]]; then
+  M2CPP_CUDA_OPTIONS=sync=on run 150 "$BUILD/test_backend" --gtest_color=no --gtest_filter='Devices/*' >> "$OUT/tests.log" 2>&1 ||
+    TESTS=fail
   M2CPP_CUDA_OPTIONS=sync=on run 110 "$BUILD/test_model" --gtest_color=no --gtest_filter='*cuda*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi

@@ -19,7 +19,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend_cases.h"
+#include "../backend/backend_cases.h"
 #include "io/npy.h"
 #include "model/greedy.h"
 #include "model/minimax_m2.h"
