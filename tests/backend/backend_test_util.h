@@ -2,7 +2,7 @@
 // the two side by side, random tensors in every stored dtype, activations on
 // the backend under test (outputs poisoned with NaN so that an unwritten
 // element fails), and error norms. Plain C++: used by the backend-generic
-// suites (tests/backend/) and the CUDA backend's own (tests/backend_cuda/).
+// suites (tests/backend/) and the CUDA backend's own (tests/backend/cuda/).
 #pragma once
 
 #include <gtest/gtest.h>

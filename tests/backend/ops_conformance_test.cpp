@@ -14,7 +14,7 @@
 //     bf16 hi + lo split of x, <= 2^-17 relative: cuda_bf16_gemm_test.cpp);
 //     except attention steps with a sequence on a bf16 tensor-core prefill
 //     kernel (bf16 Q and P, bound 4 * 2^-9; the CUDA one is tested per
-//     vector in tests/backend_cuda/cuda_attention_test.cpp).
+//     vector in tests/backend/cuda/attention/attention_test.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -16,7 +16,7 @@
 //   subnormal and the error is at most 2^-134 absolute.)
 // The weights are exactly BF16 and hi·w, lo·w are exact in fp32 (8 x 8
 // significant bits), so |y - x·Wᵀ| <= 2^-17 Σ_k |x_k w_k| + the fp32
-// accumulation error of the two GEMMs (tests/backend_cuda/cuda_bf16_gemm_test.cpp).
+// accumulation error of the two GEMMs (tests/backend/cuda/gemm/bf16_gemm_test.cpp).
 #pragma once
 
 #include <cuda_runtime.h>

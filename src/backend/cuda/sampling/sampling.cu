@@ -1,5 +1,5 @@
 // Sampling one token per logit row on the GPU (model/sampling.h's semantics,
-// checked against the CPU reference in tests/backend_cuda/cuda_sampling_test).
+// checked against the CPU reference in tests/backend/cuda/sampling/sampling_test).
 //
 // A row is handled by a cluster of kCluster blocks; each keeps its share of
 // the row (vocab / kCluster fp32 logits, ~100 KB for 200064) in shared

@@ -1,6 +1,6 @@
 // The CUDA backend's fused decode steps against the CPU backend's unfused
 // ops (the Backend defaults), and recorded decode graphs against op-by-op
-// execution. Bounds as in cuda_ops_test.cpp: norms and RoPE ~1 ulp (fp64
+// execution. Bounds as in tests/backend/ops_conformance_test.cpp: norms and RoPE ~1 ulp (fp64
 // statistics on both sides), products 2e-5 (fp32 sums in another order),
 // bf16 cache entries one bf16 ulp (2^-8 relative) since their fp32 inputs
 // may differ by an ulp; FP8 cache bytes exactly, given the same rotated k.
@@ -9,7 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm/matmul.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 #include "model/minimax_m2.h"
 #include "tensor/dtype.h"
 

@@ -16,7 +16,7 @@
 //   K = 3072), so the typical error is also bounded: with random signs the
 //   relative L2 error is the RMS of the per-element errors, <= 2^-17 ~ 7.6e-6
 //   from the split plus ~sqrt(K) 2^-24 ~ 3e-6 of fp32 summation -> 2e-5 (the
-//   fp32 matmul bound of cuda_ops_test.cpp). A path that dropped lo would be
+//   fp32 matmul bound of tests/backend/ops_conformance_test.cpp). A path that dropped lo would be
 //   off by the RMS of bf16 rounding, ~2^-9 / sqrt(3) ~ 1.1e-3.
 // Exactness: integer activations |x| < 2^11 split exactly (hi keeps 8 bits,
 // lo the rest) and with weights in {0, ±1} every partial sum is an integer
@@ -32,7 +32,7 @@
 
 #include "backend/cuda/gemm/bf16_matmul.h"
 #include "backend/cuda/gemm/matmul.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 
 namespace m2::test {
 namespace {

@@ -24,7 +24,7 @@
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/elementwise/elementwise.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 #include "model/minimax_m2.h"
 
 namespace m2::test {

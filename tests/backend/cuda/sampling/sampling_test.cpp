@@ -8,7 +8,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 
 namespace m2::test {
 namespace {

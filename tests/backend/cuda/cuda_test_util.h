@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "../backend/backend_test_util.h"
+#include "../backend_test_util.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/runtime/cuda_options.h"
 #include "util/status.h"

@@ -2,7 +2,7 @@
 // (tests/backend/ops_conformance_test.cpp): the dummy FP8 weights it
 // generates on the GPU, and a missing device refused.
 #include "backend/cuda/runtime/dummy_fill.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 #include "model/dummy_values.h"
 
 namespace m2::test {

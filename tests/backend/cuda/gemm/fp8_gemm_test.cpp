@@ -43,7 +43,7 @@
 #include "backend/cuda/moe/moe_cutlass.h"
 #include "backend/cuda/moe/moe_decode.h"
 #include "backend/cuda/runtime/device_caps.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 
 namespace m2::test {
 namespace {
@@ -410,7 +410,7 @@ TEST_F(Fp8Gemm, GroupedMoeMatchesCpuWithUnbalancedExperts) {
 // The decode MoE's down pass on tensor cores (moe_decode_wgmma.cu: FP8
 // weights as exact f16, u as f16 hi + lo after a power-of-two scaling per
 // row) keeps the fp32 bound of the SIMT streaming kernel it replaces
-// (cuda_ops_test.cpp: 2e-5), for tokens whose activations differ by 2^20 in
+// (tests/backend/ops_conformance_test.cpp: 2e-5), for tokens whose activations differ by 2^20 in
 // magnitude; a second launch gives the same bits (the per-tile counters are
 // left zero, the slot-order sum does not depend on which block finishes
 // last); the backend op takes this path.

@@ -35,7 +35,7 @@
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/attention/attention_plan.h"
 #include "backend/cuda/attention/attention_prefill.h"
-#include "cuda_test_util.h"
+#include "../cuda_test_util.h"
 
 namespace m2::test {
 namespace {
