@@ -200,6 +200,11 @@ TEST(CudaPlan, StepPlanNamesEveryKernelOfAStep) {
   const std::string p = cuda::describe_step_plan(m27(), {1, 8192, 8192, kF8}, {}, h200);
   EXPECT_TRUE(has_line(p, "attention", h200.flashinfer_prefill ? "1 prefill seq on flashinfer" : "prefill_mma")) << p;
   EXPECT_TRUE(has_line(p, "o_proj", "x from attention's FP8 copy")) << p;
+  EXPECT_TRUE(has_line(p, "scratch (MiB)", "FP8 copies 49.5")) << p;  // 8192 x 6144 codes + a scale per 128
+  EXPECT_TRUE(has_line(d4, "scratch (MiB)", "FP8 copies 0.0")) << d4;
+  // The MoE scratch grows with the step: what the buffer must hold for the largest one.
+  const cuda::MoeShape small{64, 8, 3072, 1536, 256, kF8}, large{8192, 8, 3072, 1536, 256, kF8};
+  EXPECT_LT(cuda::plan_moe(small, {}, h200).scratch_bytes, cuda::plan_moe(large, {}, h200).scratch_bytes);
   CudaOptions mma;
   mma.flashinfer_prefill = false;
   EXPECT_TRUE(has_line(cuda::describe_step_plan(m27(), {1, 8192, 8192, kF8}, mma, h200), "attention", "prefill_mma"));

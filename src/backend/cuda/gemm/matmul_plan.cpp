@@ -7,6 +7,7 @@
 #include "backend/cuda/gemm/bf16_matmul.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/matmul.h"
+#include "backend/cuda/runtime/device_buffer.h"
 
 namespace m2::cuda {
 namespace {
@@ -49,6 +50,8 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
       p.lt_rows = T - T % Fp8Matmul::kLtRowMultiple;
       p.own_rows = T - p.lt_rows;
     }
+    p.quantize_bytes = align256(static_cast<size_t>(T * K)) + align256(sizeof(float) * static_cast<size_t>(T * (K / 128)));
+    p.scratch_bytes = p.own_rows ? align256(sizeof(float) * static_cast<size_t>(p.lt_rows * (K / 128))) : 0;
     return p;
   }
   const bool gemv = s.aligned && w_rows16 && T <= kGemvMaxTokens && gemv_smem4(K, s.dtype) <= kGemvMaxSmem;
@@ -63,8 +66,10 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
     }
   }
   p.kernel = p.fallback = simt;
-  if (o.bf16_gemm && s.dtype == DType::kBF16 && T >= kBf16GemmMinTokens && K % 8 == 0 && s.aligned)
+  if (o.bf16_gemm && s.dtype == DType::kBF16 && T >= kBf16GemmMinTokens && K % 8 == 0 && s.aligned) {
     p.kernel = MatmulKernel::kBf16CublasLt;
+    p.scratch_bytes = 2 * align256(sizeof(uint16_t) * static_cast<size_t>(T * K));
+  }
   return p;
 }
 

@@ -52,6 +52,12 @@ struct MatmulPlan {
   // FP8 kernels: x in e4m3 per token per 128 channels, from its producer's
   // FP8 copy where one was written (fp8_act_copy.h), else quantised first.
   bool fp8_activations = false;
+  // Device scratch the product takes beyond x, W and y: FP8 kernels, x's
+  // codes and scales when no producer wrote them (quantize_bytes) and, for a
+  // split, the cuBLASLt rows' re-strided scales; bf16_cublaslt, x as bf16 hi
+  // + lo. (cuBLASLt's 32 MiB workspace is one per path and backend.)
+  size_t quantize_bytes = 0;
+  size_t scratch_bytes = 0;
   std::string describe() const;
 };
 

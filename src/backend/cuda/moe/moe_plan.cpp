@@ -2,26 +2,15 @@
 
 #include <fmt/format.h>
 
-#include "backend/cuda/runtime/device_caps.h"
-
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/route_gemm.h"
+#include "backend/cuda/runtime/device_caps.h"
 
 namespace m2::cuda {
+namespace {
 
-const char* moe_kernel_name(MoeKernel k) {
-  switch (k) {
-    case MoeKernel::kDecodeSimt: return "decode_simt";
-    case MoeKernel::kDecodeWgmma: return "decode_wgmma";
-    case MoeKernel::kGroupedSimt: return "grouped_simt";
-    case MoeKernel::kGroupedFp8: return "grouped_fp8";
-    case MoeKernel::kGroupedCutlass: return "grouped_cutlass";
-  }
-  return "?";
-}
-
-MoePlan plan_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& caps) {
+MoePlan choose_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& caps) {
   MoePlan p;
   const int64_t pairs = s.tokens * s.top_k;
   const bool fp8_tiles = s.dtype == DType::kF8E4M3 && s.hidden % kFp8Block == 0 && s.intermediate % kFp8Block == 0;
@@ -43,6 +32,26 @@ MoePlan plan_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& caps
   p.fp8_activations = true;
   p.kernel = caps.features.cutlass_moe && o.moe_cutlass ? MoeKernel::kGroupedCutlass : MoeKernel::kGroupedFp8;
   p.tile_pairs = p.kernel == MoeKernel::kGroupedFp8 ? kFp8MoeTilePairs : 0;
+  return p;
+}
+
+}  // namespace
+
+const char* moe_kernel_name(MoeKernel k) {
+  switch (k) {
+    case MoeKernel::kDecodeSimt: return "decode_simt";
+    case MoeKernel::kDecodeWgmma: return "decode_wgmma";
+    case MoeKernel::kGroupedSimt: return "grouped_simt";
+    case MoeKernel::kGroupedFp8: return "grouped_fp8";
+    case MoeKernel::kGroupedCutlass: return "grouped_cutlass";
+  }
+  return "?";
+}
+
+MoePlan plan_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& caps) {
+  MoePlan p = choose_moe(s, o, caps);
+  p.scratch_bytes = moe_scratch_bytes(s.tokens, s.top_k, s.hidden, s.intermediate, s.experts,
+                                      p.kernel == MoeKernel::kGroupedCutlass);
   return p;
 }
 

@@ -47,6 +47,9 @@ struct MoePlan {
   // x in e4m3 per token per 128 channels, from its producer's FP8 copy
   // where one was written (fp8_act_copy.h), else quantised first.
   bool fp8_activations = false;
+  // The MoE scratch of the step (moe_scratch_bytes: the grouping, the
+  // intermediate activations, the FP8 and CUTLASS regions).
+  size_t scratch_bytes = 0;
   std::string describe() const;
 };
 

@@ -449,9 +449,7 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
     const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
     a.x8 = x8.q, a.sx = x8.s;
   }
-  a.scratch = moe_scratch_.reserve(moe_scratch_bytes(x.rows, routing.top_k, a.experts.hidden, a.experts.intermediate,
-                                                     a.experts.num_experts, a.use_cutlass),
-                                   stream_);
+  a.scratch = moe_scratch_.reserve(plan.scratch_bytes, stream_);
   auto context = [&] {
     return fmt::format("moe of x {} over {} {} experts [{}, {}] (top {}; {})", shape(x), a.experts.num_experts,
                        dtype_name(a.experts.dtype), a.experts.intermediate, a.experts.hidden, routing.top_k,

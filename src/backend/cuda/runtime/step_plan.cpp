@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/cuda/attention/attention_plan.h"
@@ -66,6 +67,24 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
   line(fmt::format("lm_head [{}, {}] {}", c.vocab_size, H, dtype_name(c.dtype)),
        plan_matmul({R, c.vocab_size, H, c.dtype}, o, caps).describe());
   line("sample", caps.features.gpu_sampling ? "GPU sampling (thread block clusters)" : "on the host");
+  // The scratch this step takes, by buffer (each grows to the largest step
+  // it has served): what sizing them up front for it would reserve.
+  const MatmulPlan lm = plan_matmul({R, c.vocab_size, H, c.dtype}, o, caps);
+  const MatmulPlan kvp = mm(c.kv_dim(), H, lin);
+  size_t quantize = 0, split_scales = 0;
+  for (const MatmulPlan* p : {&q, &kvp, &op, &lm}) {
+    if (!p->fp8_activations) continue;
+    const bool from_copy = copies && (p != &op || prefill_only);
+    if (!from_copy) quantize = std::max(quantize, p->quantize_bytes);
+    split_scales = std::max(split_scales, p->scratch_bytes);
+  }
+  const int64_t widest = std::max<int64_t>(H, c.q_dim());  // one copy at a time: codes + a scale per 128
+  const size_t copy = copies ? static_cast<size_t>(T * widest + T * widest / 128 * 4) : 0;
+  const size_t bf16 = lm.kernel == MatmulKernel::kBf16CublasLt ? lm.scratch_bytes : 0;
+  auto mib = [](size_t b) { return fmt::format("{:.1f}", b / 1048576.0); };
+  out += fmt::format("  scratch (MiB): MoE {}, FP8 copies {}, FP8 quantisation {}, cuBLASLt split scales {}, "
+                     "bf16 hi + lo {}\n",
+                     mib(moe.scratch_bytes), mib(copy), mib(quantize), mib(split_scales), mib(bf16));
   return out;
 }
 
