@@ -143,7 +143,9 @@ TEST_F(ChatPromptTest, ToolChoiceForcesTheOpening) {
   auto none = build(("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + tools +
                      ", \"tool_choice\": \"none\"}").c_str());
   ASSERT_TRUE(none.ok());
-  EXPECT_FALSE(none->parse.parse_tool_calls);
+  EXPECT_TRUE(none->parse.parse_tool_calls);
+  ASSERT_TRUE(none->parse.allowed_tools.has_value());
+  EXPECT_TRUE(none->parse.allowed_tools->empty()) << "a call written anyway is dropped";
   EXPECT_TRUE(none->forced_after.empty());
 }
 

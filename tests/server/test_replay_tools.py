@@ -142,12 +142,14 @@ def test_openai_parameter_close_tag_inside_value(openai_client):
     assert json.loads(calls[0]["arguments"]) == {"path": "a.xml", "content": EDIT_VALUE}
 
 
-def test_openai_tool_choice_none_keeps_text(openai_client):
-    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_WEATHER"),
-                                              tools=[WEATHER_TOOL], tool_choice="none", max_tokens=200)
-    c = r.choices[0]
+def test_openai_tool_choice_none_drops_a_call_written_anyway(openai_client):
+    kw = dict(model=MODEL_NAME, messages=user("TOOLTEST_PARALLEL"), tools=[WEATHER_TOOL], tool_choice="none",
+              max_tokens=300)
+    c = openai_client.chat.completions.create(**kw).choices[0]
     assert c.finish_reason == "stop" and not c.message.tool_calls
-    assert "<minimax:tool_call>" in c.message.content
+    assert c.message.content == "Checking both cities."
+    _, content, calls, finish = collect_openai_stream(openai_client.chat.completions.create(**kw, stream=True))
+    assert finish == "stop" and calls == [] and content == "Checking both cities."
 
 
 def test_openai_tool_choice_named_forces_the_call(openai_client):
