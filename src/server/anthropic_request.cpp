@@ -178,6 +178,9 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
   }
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
     M2_ASSIGN_OR_RETURN(out.chat_body["tool_choice"], convert_tool_choice(*tc));
+    auto one = opt_bool(*tc, "disable_parallel_tool_use");
+    if (!one.ok()) return one.status().with_context("tool_choice");
+    if (one->value_or(false)) out.chat_body["parallel_tool_calls"] = false;
   }
   if (count_tokens_only) return out;
 

@@ -9,7 +9,8 @@
 //    `redacted_thinking` is dropped, `text` is the content, `tool_use`
 //    becomes a tool call with `input` as its arguments;
 //  - `tools` ({name, description, input_schema}) become functions;
-//    `tool_choice` auto / any (= required) / tool (= named) / none;
+//    `tool_choice` auto / any (= required) / tool (= named) / none, its
+//    `disable_parallel_tool_use` as parallel_tool_calls: false;
 //  - `stop_sequences`, `temperature`, `top_p`, `top_k`, `max_tokens`
 //    (required, except for count_tokens).
 // Images, documents and server tools are refused (400): the model reads text.
@@ -23,7 +24,7 @@
 namespace m2::server {
 
 struct AnthropicRequest {
-  OrderedJson chat_body;     // {"messages", ["tools"], ["tool_choice"]}
+  OrderedJson chat_body;     // {"messages", ["tools"], ["tool_choice"], ["parallel_tool_calls"]}
   SamplingRequest sampling;  // unset for count_tokens
   bool stream = false;
 };

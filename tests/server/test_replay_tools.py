@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 
+import openai
 import pytest
 
 from live_server import MODEL_NAME, ServerProcess
@@ -152,6 +153,85 @@ def test_openai_tool_choice_none_drops_a_call_written_anyway(openai_client):
     assert finish == "stop" and calls == [] and content == "Checking both cities."
 
 
+def test_openai_tool_choice_none_renders_no_tools(openai_client):
+    plain = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("hello"), max_tokens=1)
+    none = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("hello"), tools=[WEATHER_TOOL],
+                                                 tool_choice="none", max_tokens=1)
+    auto = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("hello"), tools=[WEATHER_TOOL],
+                                                 max_tokens=1)
+    assert none.usage.prompt_tokens == plain.usage.prompt_tokens < auto.usage.prompt_tokens
+
+
+def test_openai_parallel_tool_calls_false_stops_after_the_first_call(openai_client):
+    kw = dict(model=MODEL_NAME, messages=user("TOOLTEST_PARALLEL"), tools=[WEATHER_TOOL], max_tokens=300)
+    both = openai_client.chat.completions.create(**kw)
+    one = openai_client.chat.completions.create(**kw, parallel_tool_calls=False)
+    c = one.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert [json.loads(t.function.arguments) for t in c.message.tool_calls] == [{"location": "Paris"}]
+    assert c.message.content == "Checking both cities."
+    # Generation ended at the first `</invoke>`: fewer tokens, not a truncated reply.
+    assert one.usage.completion_tokens < both.usage.completion_tokens - 10
+    _, content, calls, finish = collect_openai_stream(
+        openai_client.chat.completions.create(**kw, parallel_tool_calls=False, stream=True))
+    assert finish == "tool_calls" and content == "Checking both cities."
+    assert [json.loads(x["arguments"]) for x in calls] == [{"location": "Paris"}]
+
+
+def test_openai_allowed_tools_render_and_call_only_those(openai_client):
+    choice = {"type": "allowed_tools",
+              "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "write_file"}}]}}
+    only = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("hello"), tools=[WRITE_TOOL],
+                                                 max_tokens=1)
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_PARALLEL"),
+                                              tools=[WEATHER_TOOL, WRITE_TOOL], tool_choice=choice, max_tokens=300)
+    c = r.choices[0]
+    assert not c.message.tool_calls and c.finish_reason == "stop"  # the replay calls get_weather: dropped
+    assert c.message.content == "Checking both cities."
+    sized = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("hello"),
+                                                  tools=[WEATHER_TOOL, WRITE_TOOL], tool_choice=choice, max_tokens=1)
+    assert sized.usage.prompt_tokens == only.usage.prompt_tokens
+    choice["allowed_tools"]["mode"] = "required"
+    choice["allowed_tools"]["tools"] = [{"type": "function", "function": {"name": "get_weather"}}]
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("FORCE_REQUIRED"),
+                                              tools=[WEATHER_TOOL, WRITE_TOOL], tool_choice=choice, max_tokens=200)
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"location": "Oslo"}
+
+
+def test_openai_legacy_functions(openai_client):
+    fn = WEATHER_TOOL["function"]
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_PARALLEL"), functions=[fn],
+                                              max_tokens=300)
+    c = r.choices[0]
+    assert c.finish_reason == "function_call" and not c.message.tool_calls
+    assert c.message.function_call.name == "get_weather"
+    assert json.loads(c.message.function_call.arguments) == {"location": "Paris"}  # one call: the legacy API
+    stream = openai_client.chat.completions.create(model=MODEL_NAME, messages=user("TOOLTEST_WEATHER"),
+                                                   functions=[fn], function_call={"name": "get_weather"},
+                                                   max_tokens=300, stream=True)
+    name, args, finish = None, "", None
+    for chunk in stream:
+        for ch in chunk.choices:
+            assert not ch.delta.tool_calls
+            if ch.delta.function_call:
+                name = ch.delta.function_call.name or name
+                args += ch.delta.function_call.arguments or ""
+            finish = ch.finish_reason or finish
+    assert name == "get_weather" and finish == "function_call"
+    assert json.loads(args)["location"] == "Paris"
+    # The legacy history (function_call, role "function") renders as a tool turn.
+    messages = [{"role": "user", "content": "TOOLTEST_WEATHER"},
+                {"role": "assistant", "content": None, "reasoning_content": "SECRET_THOUGHT_123",
+                 "function_call": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}},
+                {"role": "function", "name": "get_weather", "content": "sunny"}]
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, functions=[fn], max_tokens=100)
+    assert r.choices[0].message.content == "It is sunny in Paris."
+    with pytest.raises(openai.BadRequestError) as e:
+        openai_client.chat.completions.create(model=MODEL_NAME, messages=user("x"), functions=[fn],
+                                              tools=[WEATHER_TOOL], max_tokens=5)
+    assert "functions" in e.value.message
+
+
 def test_openai_tool_choice_named_forces_the_call(openai_client):
     r = openai_client.chat.completions.create(
         model=MODEL_NAME, messages=user("FORCE_NAMED"), tools=[WEATHER_TOOL, WRITE_TOOL], max_tokens=200,
@@ -289,6 +369,30 @@ def test_anthropic_tool_choice_tool_and_any(anthropic_client):
     m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=200, tools=ANTHROPIC_TOOLS,
                                          tool_choice={"type": "any"}, messages=user("FORCE_REQUIRED"))
     assert m.stop_reason == "tool_use" and m.content[-1].input == {"location": "Oslo"}
+
+
+def test_anthropic_disable_parallel_tool_use_and_none(anthropic_client):
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                         tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+                                         messages=user("TOOLTEST_PARALLEL"))
+    assert m.stop_reason == "tool_use"
+    assert [b.input for b in m.content if b.type == "tool_use"] == [{"location": "Paris"}]
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                          tool_choice={"type": "any", "disable_parallel_tool_use": True},
+                                          messages=user("TOOLTEST_PARALLEL")) as stream:
+        final = stream.get_final_message()
+    assert [b.input for b in final.content if b.type == "tool_use"] == [{"location": "Paris"}]
+    both = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                            messages=user("TOOLTEST_PARALLEL"))
+    assert m.usage.output_tokens < both.usage.output_tokens - 10  # it stopped at the first `</invoke>`
+    none = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=300, tools=ANTHROPIC_TOOLS,
+                                            tool_choice={"type": "none"}, messages=user("TOOLTEST_PARALLEL"))
+    assert none.stop_reason == "end_turn"
+    assert [b.type for b in none.content] == ["thinking", "text"]
+    assert none.content[1].text == "Checking both cities."
+    assert anthropic_client.messages.count_tokens(model=MODEL_NAME, messages=user("x"), tools=ANTHROPIC_TOOLS,
+                                                  tool_choice={"type": "none"}).input_tokens == \
+        anthropic_client.messages.count_tokens(model=MODEL_NAME, messages=user("x")).input_tokens
 
 
 def test_anthropic_stop_sequence(anthropic_client):
