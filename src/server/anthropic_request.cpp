@@ -1,5 +1,7 @@
 #include "server/anthropic_request.h"
 
+#include <cctype>
+
 #include "server/json_fields.h"
 
 namespace m2::server {
@@ -149,6 +151,7 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
   if (!body.is_object()) return errorf("the request body must be a JSON object");
   AnthropicRequest out;
   OrderedJson messages = OrderedJson::array();
+  bool prefill = false;
   if (auto sys = body.find("system"); sys != body.end() && !sys->is_null()) {
     M2_ASSIGN_OR_RETURN(std::string system, block_text(*sys, "system", "\n"));
     messages.push_back({{"role", "system"}, {"content", system}});
@@ -172,7 +175,21 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
       return errorf("{}.role '{}' is unknown (user, assistant)", where, role);
     }
   }
+  // A final assistant message is a prefill: the reply continues it. An empty
+  // one asks for nothing (Anthropic allows it): the reply is a new turn.
+  if ((*msgs).back()["role"] == "assistant") {
+    const OrderedJson& last = messages.back();
+    const std::string text = last.value("content", "");
+    if (text.empty() && !last.contains("reasoning_content") && !last.contains("tool_calls")) {
+      messages.erase(messages.size() - 1);
+    } else {
+      if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+        return errorf("messages[{}]: final assistant content cannot end with trailing whitespace", msgs->size() - 1);
+      prefill = true;
+    }
+  }
   out.chat_body = {{"messages", std::move(messages)}};
+  if (prefill) out.chat_body["continue_final_message"] = true;
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
     M2_ASSIGN_OR_RETURN(out.chat_body["tools"], convert_tools(*t));
   }

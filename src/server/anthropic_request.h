@@ -8,6 +8,8 @@
 //    the template, which is what interleaved thinking needs),
 //    `redacted_thinking` is dropped, `text` is the content, `tool_use`
 //    becomes a tool call with `input` as its arguments;
+//  - a final assistant message is a prefill: continue_final_message (an
+//    empty one is dropped; trailing whitespace is refused, as Anthropic does);
 //  - `tools` ({name, description, input_schema}) become functions;
 //    `tool_choice` auto / any (= required) / tool (= named) / none, its
 //    `disable_parallel_tool_use` as parallel_tool_calls: false;

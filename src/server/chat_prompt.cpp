@@ -80,9 +80,9 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   out.parse = text::options_from_request(Json{{"tools", Json::parse(tools.tools.dump())}});
   out.parse.allowed_tools = tools.allowed;
   // The generation prompt ends inside an open <think> (M2's template always
-  // does); without it, the model's first words are the answer.
-  const std::string_view t = out.text;
-  out.parse.starts_in_reasoning = t.size() >= 8 && t.substr(t.size() - 8) == "<think>\n";
+  // does), and so does a continued reasoning; otherwise the model's first
+  // words are the answer.
+  out.parse.starts_in_reasoning = text::prompt_opens_reasoning(out.text);
   out.stop_after_first_call = !tools.parallel && tools.choice != ToolRequest::Choice::kNone;
   out.legacy_functions = tools.legacy_functions;
 

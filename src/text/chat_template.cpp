@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "text/chat_continuation.h"
+
 namespace m2::text {
 
 namespace {
@@ -140,8 +142,11 @@ Result<std::string> ChatTemplate::render(const OrderedJson& messages, const Orde
 
 Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
   const jinja::Template& t = (tool_use_ && !in.tools.is_null()) ? *tool_use_ : *default_;
-  return render_with(t, special_tokens_, in.messages, in.tools, in.add_generation_prompt, in.documents,
-                     in.template_kwargs);
+  M2_ASSIGN_OR_RETURN(std::string text, render_with(t, special_tokens_, in.messages, in.tools,
+                                                    in.add_generation_prompt, in.documents, in.template_kwargs));
+  if (!in.continue_final_message) return text;
+  M2_ASSIGN_OR_RETURN(std::string final_text, final_message_text(in.messages));
+  return cut_after_final_message(std::move(text), final_text);
 }
 
 Result<std::string> ChatTemplate::render_request(const OrderedJson& request) const {

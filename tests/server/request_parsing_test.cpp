@@ -149,6 +149,22 @@ TEST_F(ChatPromptTest, ToolChoiceForcesTheOpening) {
   EXPECT_TRUE(none->forced_after.empty());
 }
 
+TEST_F(ChatPromptTest, ContinuedTurnsAndTheParserState) {
+  auto answer = build(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "{"}],
+                          "continue_final_message": true})");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_EQ(answer->text.substr(answer->text.size() - 8), "]~b]ai\n{");
+  EXPECT_FALSE(answer->parse.starts_in_reasoning) << "the model continues the answer";
+  auto thinking = build(R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "", "reasoning_content": "First,"}], "continue_final_message": true})");
+  ASSERT_TRUE(thinking.ok()) << thinking.status().message();
+  EXPECT_TRUE(thinking->parse.starts_in_reasoning) << "the model continues its reasoning";
+  auto closed = build(R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->text.substr(closed->text.size() - 5), "[e~[\n");
+  EXPECT_FALSE(closed->parse.starts_in_reasoning);
+}
+
 TEST_F(ChatPromptTest, RefusesBadMessagesAndToolChoices) {
   for (const char* body : {
            R"({})", R"({"messages": []})", R"({"messages": "x"})", R"({"messages": [{"role": "robot", "content": "x"}]})",
@@ -214,6 +230,24 @@ TEST(AnthropicRequest, ConvertsBlocksToChatMessages) {
   EXPECT_EQ(r->sampling.params.stop, std::vector<std::string>{"X"});
   EXPECT_EQ(r->sampling.params.top_k, 5);
   EXPECT_EQ(*r->sampling.max_tokens, 10);
+}
+
+TEST(AnthropicRequest, FinalAssistantMessageIsAPrefill) {
+  auto r = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}]})"), SamplingParams(), false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->chat_body["continue_final_message"], true);
+  EXPECT_EQ(r->chat_body["messages"].back()["content"], "The answer is");
+  // An empty final assistant message asks for a new turn.
+  auto empty = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": []}]})"), SamplingParams(), false);
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_FALSE(empty->chat_body.contains("continue_final_message"));
+  EXPECT_EQ(empty->chat_body["messages"].size(), 1u);
+  auto space = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "Hi "}]})"), SamplingParams(), false);
+  ASSERT_FALSE(space.ok());
+  EXPECT_EQ(space.status().message(), "messages[1]: final assistant content cannot end with trailing whitespace");
 }
 
 TEST(AnthropicRequest, RefusesWhatTheModelCannotRead) {

@@ -6,6 +6,8 @@ import json
 import os
 import tempfile
 
+import anthropic
+import httpx
 import openai
 import pytest
 
@@ -47,6 +49,9 @@ OUTPUTS = [
         "A tool is required.</think><invoke name=\"get_weather\">\n<parameter name=\"location\">Oslo</parameter>\n"
         "</invoke>\n</minimax:tool_call>[e~["},
     {"match": "STOPTEST", "output": "Plan.</think>\n\nalpha beta STOPHERE gamma[e~["},
+    # Prefills: the replay is what the model writes after the continued text.
+    {"match": "PREFILL_ANSWER", "output": " 42.[e~["},
+    {"match": "PREFILL_THINKING", "output": " then two.</think>\n\nDone.[e~["},
 ]
 
 
@@ -290,6 +295,42 @@ def test_openai_append_think_mode(append_think_server):
     assert r2.choices[0].message.content.endswith("It is sunny in Paris.")
 
 
+def test_openai_continue_final_message(server, openai_client):
+    messages = [{"role": "user", "content": "PREFILL_ANSWER"}, {"role": "assistant", "content": "The answer is"}]
+    prompt = httpx.post(server.url + "/tokenize", json={"messages": messages, "continue_final_message": True}).json()
+    text = httpx.post(server.url + "/detokenize", json={"tokens": prompt["tokens"]}).json()["prompt"]
+    assert text.endswith("]~b]ai\nThe answer is"), "the turn is left open, not closed"
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=20,
+                                              extra_body={"continue_final_message": True})
+    m = r.choices[0].message
+    assert m.content == " 42." and m.model_extra["reasoning_content"] is None
+    assert r.usage.prompt_tokens == prompt["count"]
+    # Continuing the reasoning: what follows is reasoning until `</think>`.
+    messages = [{"role": "user", "content": "PREFILL_THINKING"},
+                {"role": "assistant", "content": "", "reasoning_content": "First, one"}]
+    _, content, _, _ = collect_openai_stream(openai_client.chat.completions.create(
+        model=MODEL_NAME, messages=messages, max_tokens=20, stream=True, extra_body={"continue_final_message": True}))
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=20,
+                                              extra_body={"continue_final_message": True})
+    assert r.choices[0].message.model_extra["reasoning_content"] == " then two."
+    assert r.choices[0].message.content == content == "Done."
+    with pytest.raises(openai.BadRequestError) as e:
+        openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=5,
+                                              extra_body={"continue_final_message": True, "add_generation_prompt": True})
+    assert "cannot both be true" in e.value.message
+
+
+def test_openai_add_generation_prompt_false(server, openai_client):
+    messages = user("hello")
+    prompt = httpx.post(server.url + "/tokenize", json={"messages": messages, "add_generation_prompt": False}).json()
+    text = httpx.post(server.url + "/detokenize", json={"tokens": prompt["tokens"]}).json()["prompt"]
+    assert text.endswith("]~b]user\nhello[e~[\n")
+    r = openai_client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=3,
+                                              extra_body={"add_generation_prompt": False})
+    assert r.usage.prompt_tokens == prompt["count"]
+    assert r.choices[0].message.model_extra["reasoning_content"] is None  # no open <think>: all is content
+
+
 # ---- Anthropic ---------------------------------------------------------------------------------------------
 
 def test_anthropic_tool_use(anthropic_client):
@@ -393,6 +434,26 @@ def test_anthropic_disable_parallel_tool_use_and_none(anthropic_client):
     assert anthropic_client.messages.count_tokens(model=MODEL_NAME, messages=user("x"), tools=ANTHROPIC_TOOLS,
                                                   tool_choice={"type": "none"}).input_tokens == \
         anthropic_client.messages.count_tokens(model=MODEL_NAME, messages=user("x")).input_tokens
+
+
+def test_anthropic_assistant_prefill_is_continued(anthropic_client):
+    messages = [{"role": "user", "content": "PREFILL_ANSWER"},
+                {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}]
+    m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=20, messages=messages)
+    assert [b.type for b in m.content] == ["text"] and m.content[0].text == " 42."
+    assert m.stop_reason == "end_turn"
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=20, messages=messages) as stream:
+        assert stream.get_final_message().content[0].text == " 42."
+    # The prompt ends with the prefill: one header, no end-of-turn after it.
+    closed = anthropic_client.messages.count_tokens(
+        model=MODEL_NAME, messages=messages[:1] + [{"role": "assistant", "content": "The answer is"},
+                                                   {"role": "user", "content": "x"}])
+    assert anthropic_client.messages.count_tokens(model=MODEL_NAME, messages=messages).input_tokens < \
+        closed.input_tokens
+    with pytest.raises(anthropic.BadRequestError) as e:
+        anthropic_client.messages.create(model=MODEL_NAME, max_tokens=5, messages=[
+            {"role": "user", "content": "x"}, {"role": "assistant", "content": "trailing "}])
+    assert "trailing whitespace" in e.value.message
 
 
 def test_anthropic_stop_sequence(anthropic_client):
