@@ -144,6 +144,43 @@ Result<OrderedJson> convert_tool_choice(const OrderedJson& tc) {
   return errorf("'tool_choice.type' must be auto, any, tool or none, got '{}'", type);
 }
 
+// `thinking` and `output_config` -> the chat body's thinking fields
+// (thinking_request.h).
+Status convert_thinking(const OrderedJson& body, OrderedJson& chat) {
+  if (auto th = body.find("thinking"); th != body.end() && !th->is_null()) {
+    if (!th->is_object() || !th->contains("type") || !(*th)["type"].is_string())
+      return errorf("'thinking' must be an object with a string 'type'");
+    M2_ASSIGN_OR_RETURN(std::optional<std::string> display, opt_string(*th, "display"));
+    if (display && *display != "summarized") {
+      return errorf("'thinking.display' '{}' is not supported (summarized only: the thinking text comes back in "
+                    "history to be continued)", *display);
+    }
+    const std::string type = (*th)["type"].get<std::string>();
+    if (type == "disabled") {
+      chat["chat_template_kwargs"] = {{"enable_thinking", false}};
+    } else if (type == "enabled") {
+      M2_ASSIGN_OR_RETURN(std::optional<int64_t> budget, opt_int(*th, "budget_tokens"));
+      if (!budget) return errorf("thinking.budget_tokens: Field required");
+      if (*budget < 1) return errorf("'thinking.budget_tokens' must be at least 1, got {}", *budget);
+      chat["thinking_token_budget"] = *budget;
+    } else if (type != "adaptive") {
+      return errorf("'thinking.type' must be enabled, disabled or adaptive, got '{}'", type);
+    }
+  }
+  if (auto oc = body.find("output_config"); oc != body.end() && !oc->is_null()) {
+    if (!oc->is_object()) return errorf("'output_config' must be an object, got {}", json_type(*oc));
+    if (oc->contains("format") && !(*oc)["format"].is_null())
+      return errorf("'output_config.format' is not supported (no structured output)");
+    M2_ASSIGN_OR_RETURN(std::optional<std::string> effort, opt_string(*oc, "effort"));
+    if (effort) {
+      if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max")
+        return errorf("'output_config.effort' must be low, medium, high, xhigh or max, got '{}'", *effort);
+      chat["reasoning_effort"] = *effort;
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const SamplingParams& defaults,
@@ -199,6 +236,7 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
     if (!one.ok()) return one.status().with_context("tool_choice");
     if (one->value_or(false)) out.chat_body["parallel_tool_calls"] = false;
   }
+  M2_RETURN_IF_ERROR(convert_thinking(body, out.chat_body));
   if (count_tokens_only) return out;
 
   auto stream = opt_bool(body, "stream");

@@ -13,6 +13,10 @@
 //  - `tools` ({name, description, input_schema}) become functions;
 //    `tool_choice` auto / any (= required) / tool (= named) / none, its
 //    `disable_parallel_tool_use` as parallel_tool_calls: false;
+//  - `thinking`: disabled -> enable_thinking false (the prompt closes the
+//    reasoning), enabled -> its budget_tokens as thinking_token_budget,
+//    adaptive -> the model's own length; `output_config.effort` ->
+//    reasoning_effort (the budgets of thinking_request.h);
 //  - `stop_sequences`, `temperature`, `top_p`, `top_k`, `max_tokens`
 //    (required, except for count_tokens).
 // Images, documents and server tools are refused (400): the model reads text.

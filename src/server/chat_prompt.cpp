@@ -1,6 +1,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/json_fields.h"
+#include "server/thinking_request.h"
 #include "server/tool_request.h"
 
 namespace m2::server {
@@ -72,6 +73,9 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
     request["tools"] = tools.rendered;
   }
 
+  M2_ASSIGN_OR_RETURN(ThinkingRequest thinking, parse_thinking_request(body, request));
+  for (const char* key : {"reasoning_effort", "thinking_token_budget"}) request.erase(key);
+
   ChatPrompt out;
   M2_ASSIGN_OR_RETURN(out.text, chat_template.render_request(request));
   M2_ASSIGN_OR_RETURN(out.tokens, encode(tokenizer, out.text));
@@ -83,17 +87,23 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   // does), and so does a continued reasoning; otherwise the model's first
   // words are the answer.
   out.parse.starts_in_reasoning = text::prompt_opens_reasoning(out.text);
+  const std::optional<int32_t> think_close = tokenizer.token_to_id("</think>");
+  if (out.parse.starts_in_reasoning && think_close) {
+    out.reasoning_end_token = *think_close;
+    out.reasoning_budget = thinking.budget;
+  } else if (out.parse.starts_in_reasoning && thinking.budget >= 0) {
+    return errorf("a thinking budget needs a `</think>` token in the tokenizer");
+  }
   out.stop_after_first_call = !tools.parallel && tools.choice != ToolRequest::Choice::kNone;
   out.legacy_functions = tools.legacy_functions;
 
   using Choice = ToolRequest::Choice;
   if (tools.choice == Choice::kRequired || tools.choice == Choice::kNamed) {
-    auto close = tokenizer.token_to_id("</think>");
-    if (!close) return errorf("a forced tool call needs a `</think>` token in the tokenizer");
+    if (!think_close) return errorf("a forced tool call needs a `</think>` token in the tokenizer");
     std::string opening = "\n\n<minimax:tool_call>\n";
     if (tools.choice == Choice::kNamed) opening += "<invoke name=\"" + tools.forced_name + "\">";
     M2_ASSIGN_OR_RETURN(out.forced_after, encode(tokenizer, opening));
-    out.forced_after_token = *close;
+    out.forced_after_token = *think_close;
     out.forced_tool = tools.forced_name;
     if (!out.parse.starts_in_reasoning) {  // no reasoning to wait for: the call opens at once
       out.forced_first = std::move(out.forced_after);
@@ -115,6 +125,10 @@ Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest s
   params.forced_after_token = prompt.forced_after_token;
   params.forced_after = prompt.forced_after;
   params.forced_tokens = prompt.forced_first;
+  if (prompt.reasoning_budget >= 0) {
+    params.reasoning_budget = prompt.reasoning_budget;
+    params.reasoning_end_token = prompt.reasoning_end_token;
+  }
   if (prompt.stop_after_first_call) {
     params.text_stop = std::make_shared<const TextStopFactory>(
         [options = prompt.parse] { return std::make_unique<FirstToolCallStop>(options); });

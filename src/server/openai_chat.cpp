@@ -49,6 +49,8 @@ class ChatGeneration final : public OpenAiGeneration {
     std::string raw;                                     // whole output (non-streaming)
     std::unique_ptr<text::AssistantStreamParser> parser;  // streaming
     OrderedJson logprobs = OrderedJson::array();
+    int64_t reasoning_tokens = 0;  // generated before the first `</think>`
+    bool reasoning_done = false;
     const char* finish = nullptr;
     OrderedJson stop_reason;
   };
@@ -72,8 +74,30 @@ class ChatGeneration final : public OpenAiGeneration {
     writer_->write(sse_data(stream_chunk(std::move(first))));
   }
 
+  // vLLM's count: the tokens before the first `</think>`, when the prompt
+  // opened the reasoning (whatever the reasoning mode).
+  void count_reasoning(Choice& c, const RequestOutput& o) const {
+    for (int32_t id : o.new_token_ids) {
+      if (c.reasoning_done) return;
+      if (id == prompt_.reasoning_end_token) {
+        c.reasoning_done = true;
+      } else {
+        ++c.reasoning_tokens;
+      }
+    }
+  }
+
+  OrderedJson usage() const override {
+    OrderedJson u = OpenAiGeneration::usage();
+    int64_t reasoning = 0;
+    for (const Choice& c : choices_) reasoning += c.reasoning_tokens;
+    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+    return u;
+  }
+
   void on_output(size_t, RequestOutput& o) override {
     Choice& c = choices_.at(static_cast<size_t>(o.index));
+    if (prompt_.reasoning_end_token >= 0) count_reasoning(c, o);
     OrderedJson lp = OrderedJson::array();
     if (want_logprobs_) {
       for (const SampledToken& t : o.new_logprobs) lp.push_back(chat_logprob(formatter_, t));

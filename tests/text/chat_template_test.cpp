@@ -145,6 +145,23 @@ TEST(ChatTemplate, ContinueFinalMessageLeavesTheTurnOpen) {
   }
 }
 
+TEST(ChatTemplate, EnableThinkingFalseClosesM2sReasoning) {
+  // M2's template has no switch: the server closes the generation prompt's <think>.
+  auto off = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"}],
+                                             "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(*off, "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n</think>\n\n");
+  auto on = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"}],
+                                            "chat_template_kwargs": {"enable_thinking": true}})");
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(on->substr(on->size() - 8), "<think>\n");
+  auto m2 = ChatTemplate::load_from_dir(kFixtures + "minimax-m2");
+  auto qwen = ChatTemplate::load_from_dir(kFixtures + "qwen3");
+  ASSERT_TRUE(m2.ok() && qwen.ok());
+  EXPECT_FALSE(m2->handles_thinking_switch());
+  EXPECT_TRUE(qwen->handles_thinking_switch()) << "qwen3 renders its own (see ChatTemplateKwargsReachTheTemplate)";
+}
+
 TEST(ChatTemplate, JinjaFileWinsOverTokenizerConfig) {
   TempDir dir;
   dir.write("chat_template.jinja", "from file {{ bos_token }}");
