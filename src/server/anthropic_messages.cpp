@@ -3,8 +3,9 @@
 // always split (thinking blocks are Anthropic's native form). Streams the
 // exact event sequence: message_start, ping, then per block
 // content_block_start / content_block_delta (thinking_delta, text_delta,
-// input_json_delta) / content_block_stop, then message_delta and
-// message_stop.
+// input_json_delta; a thinking block ends with its signature_delta) /
+// content_block_stop, then message_delta and message_stop. Thinking blocks
+// carry the server's signature of their text (thinking_signature.h).
 #include "server/anthropic_request.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -56,6 +57,10 @@ class MessagesGeneration final : public Generation {
 
   void close_block() {
     if (block_ == Block::kNone) return;
+    if (block_ == Block::kThinking) {
+      delta({{"type", "signature_delta"}, {"signature", ctx_.thinking_signer.sign(thinking_)}});
+      thinking_.clear();
+    }
     writer_->write(event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}}));
     block_ = Block::kNone;
   }
@@ -76,6 +81,7 @@ class MessagesGeneration final : public Generation {
     if (!d.reasoning_content.empty()) {
       if (block_ != Block::kThinking) open_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       delta({{"type", "thinking_delta"}, {"thinking", d.reasoning_content}});
+      thinking_ += d.reasoning_content;
     }
     if (!d.content.empty()) {
       if (block_ != Block::kText) open_block(Block::kText, {{"type", "text"}, {"text", ""}});
@@ -141,7 +147,9 @@ class MessagesGeneration final : public Generation {
     const text::AssistantMessage m = text::parse_assistant_output(raw_, prompt_.parse);
     OrderedJson content = OrderedJson::array();
     if (m.reasoning_content)
-      content.push_back({{"type", "thinking"}, {"thinking", *m.reasoning_content}, {"signature", ""}});
+      content.push_back({{"type", "thinking"},
+                         {"thinking", *m.reasoning_content},
+                         {"signature", ctx_.thinking_signer.sign(*m.reasoning_content)}});
     if (m.content) content.push_back({{"type", "text"}, {"text", *m.content}});
     for (const text::ToolCall& call : m.tool_calls) {
       auto input = parse_json(call.arguments, "arguments");
@@ -172,6 +180,7 @@ class MessagesGeneration final : public Generation {
   ChatPrompt prompt_;
   std::unique_ptr<text::AssistantStreamParser> parser_;
   std::string raw_;
+  std::string thinking_;  // the open thinking block's text, to sign at its end
   bool started_ = false, has_tool_calls_ = false;
   int64_t prompt_tokens_seen_ = 0, cached_seen_ = 0;
   FinishReason finish_ = FinishReason::kNone;
@@ -187,7 +196,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
   auto fail = [&](const Status& s) {
     respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kAnthropic);
   };
-  auto req = parse_anthropic_request(body, ctx.defaults, false);
+  auto req = parse_anthropic_request(body, ctx.defaults, ctx.thinking_signer, false);
   if (!req.ok()) return fail(req.status());
   // Agents ask for more output than a small context can hold (Claude Code
   // sends 32000): the completion gets what the context has left.
@@ -202,7 +211,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
 
 void handle_count_tokens(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                          std::shared_ptr<ResponseWriter> writer) {
-  auto req = parse_anthropic_request(body, ctx.defaults, true);
+  auto req = parse_anthropic_request(body, ctx.defaults, ctx.thinking_signer, true);
   Result<ChatPrompt> prompt = req.ok() ? build_chat_prompt(req->chat_body, *ctx.chat_template, *ctx.tokenizer)
                                        : Result<ChatPrompt>(req.status());
   if (!prompt.ok()) {

@@ -65,7 +65,8 @@ Status convert_user(const OrderedJson& content, const std::string& where, Ordere
   return Status();
 }
 
-Status convert_assistant(const OrderedJson& content, const std::string& where, OrderedJson& messages) {
+Status convert_assistant(const OrderedJson& content, const std::string& where, const ThinkingSigner& signer,
+                         OrderedJson& messages) {
   OrderedJson m = {{"role", "assistant"}};
   if (content.is_string()) {
     m["content"] = content;
@@ -86,6 +87,10 @@ Status convert_assistant(const OrderedJson& content, const std::string& where, O
       text += b["text"].get<std::string>();
     } else if (type == "thinking") {
       if (!b.contains("thinking") || !b["thinking"].is_string()) return errorf("{} needs a string 'thinking'", at);
+      if (!b.contains("signature") || !b["signature"].is_string()) return errorf("{} needs a string 'signature'", at);
+      if (!signer.verify(b["thinking"].get<std::string>(), b["signature"].get<std::string>()))
+        return errorf("{}.signature: the thinking block is not as this server signed it (changed, or signed by "
+                      "another server)", at);
       if (have_thinking) thinking += "\n";
       thinking += b["thinking"].get<std::string>();
       have_thinking = true;
@@ -184,7 +189,7 @@ Status convert_thinking(const OrderedJson& body, OrderedJson& chat) {
 }  // namespace
 
 Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const SamplingParams& defaults,
-                                                 bool count_tokens_only) {
+                                                 const ThinkingSigner& signer, bool count_tokens_only) {
   if (!body.is_object()) return errorf("the request body must be a JSON object");
   AnthropicRequest out;
   OrderedJson messages = OrderedJson::array();
@@ -207,7 +212,7 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
     if (role == "user") {
       M2_RETURN_IF_ERROR(convert_user(m["content"], where, messages));
     } else if (role == "assistant") {
-      M2_RETURN_IF_ERROR(convert_assistant(m["content"], where, messages));
+      M2_RETURN_IF_ERROR(convert_assistant(m["content"], where, signer, messages));
     } else {
       return errorf("{}.role '{}' is unknown (user, assistant)", where, role);
     }

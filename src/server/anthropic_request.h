@@ -3,9 +3,10 @@
 //  - `system` (string or text blocks) becomes the first, system message;
 //  - user blocks: `text`; `tool_result` (string or text blocks; `is_error`
 //    prefixes "Error: ") becomes a `tool` message, in block order;
-//  - assistant blocks: `thinking` becomes `reasoning_content` (the signature
-//    is accepted and not checked: the model's own reasoning goes back into
-//    the template, which is what interleaved thinking needs),
+//  - assistant blocks: `thinking` becomes `reasoning_content` (its
+//    `signature` must be this server's for its text, thinking_signature.h:
+//    the model's own reasoning goes back into the template, which is what
+//    interleaved thinking needs, and nobody else's),
 //    `redacted_thinking` is dropped, `text` is the content, `tool_use`
 //    becomes a tool call with `input` as its arguments;
 //  - a final assistant message is a prefill: continue_final_message (an
@@ -24,6 +25,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/sampling_request.h"
+#include "server/thinking_signature.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -36,6 +38,6 @@ struct AnthropicRequest {
 };
 
 Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const SamplingParams& defaults,
-                                                 bool count_tokens_only);
+                                                 const ThinkingSigner& signer, bool count_tokens_only);
 
 }  // namespace m2::server

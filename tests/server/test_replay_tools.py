@@ -49,6 +49,10 @@ OUTPUTS = [
         "A tool is required.</think><invoke name=\"get_weather\">\n<parameter name=\"location\">Oslo</parameter>\n"
         "</invoke>\n</minimax:tool_call>[e~["},
     {"match": "STOPTEST", "output": "Plan.</think>\n\nalpha beta STOPHERE gamma[e~["},
+    # A signed thinking block to send back: its reasoning is the marker of the first entry.
+    {"match": "GIVE_SECRET", "output":
+        "SECRET_THOUGHT_123</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+        "<parameter name=\"location\">Paris</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
     # Prefills: the replay is what the model writes after the continued text.
     {"match": "PREFILL_ANSWER", "output": " 42.[e~["},
     {"match": "PREFILL_THINKING", "output": " then two.</think>\n\nDone.[e~["},
@@ -356,7 +360,7 @@ def test_anthropic_tool_use_streaming_events(anthropic_client):
     starts = [e.content_block.type for e in events if e.type == "content_block_start"]
     assert starts == ["thinking", "text", "tool_use", "tool_use"]
     kinds = {e.delta.type for e in events if e.type == "content_block_delta"}
-    assert kinds == {"thinking_delta", "text_delta", "input_json_delta"}
+    assert kinds == {"thinking_delta", "signature_delta", "text_delta", "input_json_delta"}
     # every block is closed before the next opens
     depth = 0
     for t in raw:
@@ -386,20 +390,44 @@ def test_anthropic_thinking_then_text(anthropic_client):
 
 
 def test_anthropic_interleaved_thinking_round_trip(anthropic_client):
+    first = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, tools=ANTHROPIC_TOOLS,
+                                             messages=user("GIVE_SECRET"))
+    thinking, tool_use = first.content
+    assert thinking.thinking == "SECRET_THOUGHT_123" and thinking.signature
     messages = [
-        {"role": "user", "content": "TOOLTEST_WEATHER"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "SECRET_THOUGHT_123", "signature": "opaque-signature"},
-            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+        {"role": "user", "content": "GIVE_SECRET"},
+        {"role": "assistant", "content": [thinking.model_dump(), tool_use.model_dump()]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use.id, "content": "sunny"}]},
     ]
     m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, tools=ANTHROPIC_TOOLS, messages=messages)
-    assert m.content[-1].text == "It is sunny in Paris."
+    assert m.content[-1].text == "It is sunny in Paris."  # the signed reasoning went back into the prompt
     # tool_result as blocks, with is_error
-    messages[2]["content"][0] = {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+    messages[2]["content"][0] = {"type": "tool_result", "tool_use_id": tool_use.id, "is_error": True,
                                  "content": [{"type": "text", "text": "timeout"}]}
     m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, tools=ANTHROPIC_TOOLS, messages=messages)
     assert m.content[-1].text == "It is sunny in Paris."
+
+
+def test_anthropic_thinking_signatures(anthropic_client):
+    whole = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=100, messages=user("REASONTEST"))
+    with anthropic_client.messages.stream(model=MODEL_NAME, max_tokens=100, messages=user("REASONTEST")) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    sigs = [d for d in deltas if d.type == "signature_delta"]
+    assert len(sigs) == 1 and deltas.index(sigs[0]) == [d.type for d in deltas].index("text_delta") - 1, \
+        "the thinking block's last delta is its signature"
+    assert final.content[0].signature == sigs[0].signature == whole.content[0].signature
+    assert len(whole.content[0].signature) == 44  # base64 of an HMAC-SHA256
+    block = whole.content[0].model_dump()
+    history = [{"role": "user", "content": "REASONTEST"}, {"role": "assistant", "content": [block]},
+               {"role": "user", "content": "Again."}]
+    assert anthropic_client.messages.create(model=MODEL_NAME, max_tokens=3, messages=history).content
+    for change in ({"thinking": block["thinking"] + " (edited)"}, {"signature": "A" * 44}, {"signature": ""}):
+        history[1]["content"] = [{**block, **change}]
+        with pytest.raises(anthropic.BadRequestError) as e:
+            anthropic_client.messages.create(model=MODEL_NAME, max_tokens=3, messages=history)
+        assert "messages[1].content[0].signature" in e.value.message
 
 
 def test_anthropic_tool_choice_tool_and_any(anthropic_client):

@@ -11,6 +11,11 @@
 namespace m2::server {
 namespace {
 
+const ThinkingSigner& signer() {
+  static const ThinkingSigner s;
+  return s;
+}
+
 OrderedJson J(const std::string& text) { return OrderedJson::parse(text); }
 
 Result<ThinkingRequest> parse(const std::string& body, OrderedJson* request = nullptr) {
@@ -49,7 +54,7 @@ TEST(ThinkingRequest, AnthropicThinkingAndEffort) {
   auto convert = [](const std::string& extra) {
     return parse_anthropic_request(J(R"({"max_tokens": 50, "messages": [{"role": "user", "content": "q"}], )" + extra +
                                      "}"),
-                                   SamplingParams(), false);
+                                   SamplingParams(), signer(), false);
   };
   auto off = convert(R"("thinking": {"type": "disabled"})");
   ASSERT_TRUE(off.ok()) << off.status().message();
