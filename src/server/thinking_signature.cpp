@@ -21,8 +21,8 @@ ThinkingSigner::ThinkingSigner() {
 std::string ThinkingSigner::sign(std::string_view thinking) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), reinterpret_cast<const unsigned char*>(thinking.data()),
-       thinking.size(), mac, &mac_len);
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+       reinterpret_cast<const unsigned char*>(thinking.data()), thinking.size(), mac, &mac_len);
   std::string out(4 * ((mac_len + 2) / 3), '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac, static_cast<int>(mac_len));
   out.resize(static_cast<size_t>(n));

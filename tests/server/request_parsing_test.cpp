@@ -267,7 +267,8 @@ TEST(AnthropicRequest, ThinkingBlocksMustCarryThisServersSignature) {
 
 TEST(AnthropicRequest, FinalAssistantMessageIsAPrefill) {
   auto r = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
-      {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}]})"), SamplingParams(), signer(), false);
+      {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}]})"),
+                                   SamplingParams(), signer(), false);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->chat_body["continue_final_message"], true);
   EXPECT_EQ(r->chat_body["messages"].back()["content"], "The answer is");
