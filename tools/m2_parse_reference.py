@@ -183,7 +183,8 @@ def parse_name(text, pos):
 
 
 def parse_invoke(text, pos, types):
-    """('complete', name, args, end) | ('truncated',) | ('malformed',)."""
+    """('complete', name, args, end) | ('truncated', [name]) | ('malformed',); a truncated invoke
+    carries its name once the name is complete."""
     r = parse_name(text, pos + len(INVOKE_OPEN))
     if r[0] != "ok":
         return r
@@ -194,16 +195,16 @@ def parse_invoke(text, pos, types):
         if c != -1 and (p == -1 or c < p):
             return ("complete", name, args, c + len(INVOKE_CLOSE))
         if p == -1:
-            return ("truncated",)
+            return ("truncated", name)
         r = parse_name(text, p + len(PARAM_OPEN))
         if r[0] == "truncated":
-            return r
+            return ("truncated", name)
         if r[0] == "malformed":
             body = p + len(PARAM_OPEN)
             continue
         m = VALUE_RE.match(text, r[2])
         if not m:
-            return ("truncated",)
+            return ("truncated", name)
         value = m.group(1)
         if value.startswith("\n"):
             value = value[1:]
@@ -213,8 +214,10 @@ def parse_invoke(text, pos, types):
         body = m.end()
 
 
-def parse_tool_calls(text, types):
-    """(content, [(name, arguments JSON text)])."""
+def parse_tool_calls(text, types, allowed=None):
+    """(content, [(name, arguments JSON text)]). With `allowed` (a set of names), an invoke of
+    another name is dropped: not a call, not content (its block is still a tool-call block), and
+    one cut off by the end of the text drops everything after it."""
     content, calls, pos, after_block = [], [], 0, False
     while pos < len(text):
         start = text.find(BLOCK_OPEN, pos)
@@ -233,6 +236,10 @@ def parse_tool_calls(text, types):
                     found.append((r[1], json.dumps(r[2], ensure_ascii=False)))
                     k = r[3]
                     continue
+                if r[0] == "truncated" and len(r) > 1 and allowed is not None and r[1] not in allowed:
+                    found.append((r[1], None))
+                    k, how = len(text), "dropped"
+                    break
                 how = r[0]
             elif text.startswith(BLOCK_CLOSE, k):
                 k, how = k + len(BLOCK_CLOSE), "closed"
@@ -247,7 +254,7 @@ def parse_tool_calls(text, types):
             pos, after_block = end, False
             continue
         content.append(before.rstrip(TAG_SPACE))
-        calls.extend(found)
+        calls.extend(c for c in found if allowed is None or c[0] in allowed)
         if how == "truncated":
             content.append(text[k:])
             break
@@ -258,7 +265,8 @@ def parse_tool_calls(text, types):
 def parse(raw_bytes, request, mode="split", starts_in_reasoning=True):
     text = raw_bytes.decode("utf-8", errors="replace")
     tools = request.get("tools")
-    parse_tools = bool(tools) and request.get("tool_choice") != "none"
+    parse_tools = bool(tools)
+    allowed = set() if request.get("tool_choice") == "none" else None  # none: every call dropped
     reasoning, visible, rest = None, "", text
     if starts_in_reasoning:
         if text.startswith("<think>"):
@@ -272,7 +280,7 @@ def parse(raw_bytes, request, mode="split", starts_in_reasoning=True):
             visible = "<think>" + thought + closed
     calls = []
     if parse_tools:
-        rest, calls = parse_tool_calls(rest, tool_param_types(tools))
+        rest, calls = parse_tool_calls(rest, tool_param_types(tools), allowed)
     message = {"role": "assistant", "content": (visible + rest) or None}
     if mode == "split":
         message["reasoning_content"] = reasoning

@@ -72,6 +72,11 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     seq->num_prompt_tokens = static_cast<int64_t>(prompt.size());
     seq->forced.assign(params.forced_tokens.begin(), params.forced_tokens.end());
     seq->forced_after_armed = params.forced_after_token >= 0 && !params.forced_after.empty();
+    seq->reasoning_open = params.reasoning_budget >= 0;
+    if (params.reasoning_budget == 0) {  // no reasoning at all: the end token comes first
+      seq->forced.push_front(params.reasoning_end_token);
+      seq->reasoning_open = false;
+    }
     if (params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(prompt.size());
     output_.add(*seq);
     ids.push_back(seq->id);

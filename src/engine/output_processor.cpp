@@ -26,6 +26,7 @@ void OutputProcessor::add(const Sequence& seq) {
   SeqText& t = texts_[seq.id];
   t.detok = std::make_unique<text::IncrementalDetokenizer>(*tokenizer_, seq.params.skip_special_tokens);
   t.stops = std::make_unique<StopStringMatcher>(seq.params.stop);
+  if (seq.params.text_stop) t.text_stop = (*seq.params.text_stop)();
 }
 
 void OutputProcessor::remove(int64_t seq_id) { texts_.erase(seq_id); }
@@ -62,6 +63,16 @@ void OutputProcessor::finish(Sequence& seq, FinishReason reason, RequestOutput& 
   out.stop_token_id = stop_token_id;
 }
 
+void OutputProcessor::apply_reasoning_budget(Sequence& seq, int32_t token) {
+  if (!seq.reasoning_open) return;
+  if (token == seq.params.reasoning_end_token) {
+    seq.reasoning_open = false;
+  } else if (seq.num_output() >= seq.params.reasoning_budget) {
+    seq.forced.push_front(seq.params.reasoning_end_token);  // before any other forced token
+    seq.reasoning_open = false;
+  }
+}
+
 void OutputProcessor::append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out) {
   const SamplingParams& p = seq.params;
   seq.tokens.push_back(tok.id);
@@ -69,6 +80,7 @@ void OutputProcessor::append_token(Sequence& seq, const SampledToken& tok, Reque
     seq.forced.insert(seq.forced.begin(), p.forced_after.begin(), p.forced_after.end());
     seq.forced_after_armed = false;
   }
+  apply_reasoning_budget(seq, tok.id);
   ++seq.output_counts[tok.id];
   out.new_token_ids.push_back(tok.id);
   if (p.logprobs >= 0) {
@@ -90,6 +102,7 @@ void OutputProcessor::append_token(Sequence& seq, const SampledToken& tok, Reque
     const auto hit = t->second.stops->append(d, checks_on);
     if (hit) return finish(seq, FinishReason::kStop, out, p.stop[*hit]);
     out.new_text += t->second.stops->take_emittable(false);
+    if (t->second.text_stop && t->second.text_stop->feed(d)) return finish(seq, FinishReason::kStop, out);
   }
   if (n_out >= p.max_tokens || seq.num_tokens() >= max_model_len_) finish(seq, FinishReason::kLength, out);
 }

@@ -2,8 +2,9 @@
 // the engine does with a step once the model has run and sampled. It
 // assembles prompt logprobs from the step's host logits, appends each
 // sampled token to its sequence (forced tokens, output counts, logprobs),
-// detokenizes incrementally, checks stop token ids, EOS, stop strings,
-// max_tokens and the context limit, and writes the RequestOutputs. It owns
+// detokenizes incrementally, checks stop token ids, EOS, stop strings, the
+// request's text stop, max_tokens and the context limit, applies reasoning
+// budgets, and writes the RequestOutputs. It owns
 // each sequence's text state (detokenizer, stop-string matcher); the
 // sequences, their KV blocks and the scheduler stay the engine's, which frees
 // the sequences this marks finished.
@@ -66,10 +67,13 @@ class OutputProcessor {
   struct SeqText {
     std::unique_ptr<text::IncrementalDetokenizer> detok;
     std::unique_ptr<StopStringMatcher> stops;
+    std::unique_ptr<TextStop> text_stop;  // params.text_stop's, when set
   };
 
   void add_prompt_logprobs(const StepChunk& chunk, const StepResult& result);
   void append_token(Sequence& seq, const SampledToken& tok, RequestOutput& out);
+  // The reasoning budget: the end token is forced once the budget is spent.
+  static void apply_reasoning_budget(Sequence& seq, int32_t token);
   // A stop string cut the text before it: the detokenizer's held bytes are
   // dropped rather than flushed.
   void finish(Sequence& seq, FinishReason reason, RequestOutput& out, std::string stop_string = {},

@@ -36,6 +36,8 @@ Status SamplingParams::validate(int vocab_size) const {
     }
   }
   if (forced_after_token >= vocab_size) return errorf("forced_after_token {} is outside the vocabulary", forced_after_token);
+  if (reasoning_budget >= 0 && (reasoning_end_token < 0 || reasoning_end_token >= vocab_size))
+    return errorf("a reasoning budget needs a reasoning end token in the vocabulary, got {}", reasoning_end_token);
   if (logprobs > 20) return errorf("logprobs must be at most 20, got {}", logprobs);
   if (prompt_logprobs > 20) return errorf("prompt_logprobs must be at most 20, got {}", prompt_logprobs);
   return Status();

@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/text_stop.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -42,6 +44,14 @@ struct SamplingParams {
   std::vector<int32_t> forced_tokens;
   int32_t forced_after_token = -1;    // -1: off
   std::vector<int32_t> forced_after;
+  // A reasoning budget (vLLM's thinking_token_budget): the prompt opened the
+  // reasoning, and once `reasoning_budget` tokens have been generated without
+  // `reasoning_end_token` (`</think>`), that token is forced next, so the
+  // reasoning holds exactly the budget and the answer follows. -1: off.
+  int reasoning_budget = -1;
+  int32_t reasoning_end_token = -1;
+  // A stop condition on the text, kept in the output (text_stop.h); null: none.
+  std::shared_ptr<const TextStopFactory> text_stop;
 
   bool greedy() const { return temperature <= 0.0f; }
   Status validate(int vocab_size) const;

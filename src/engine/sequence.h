@@ -41,6 +41,7 @@ struct Sequence {
   std::vector<std::vector<TokenLogprob>> prompt_logprobs;  // one per prompt position (first is empty)
   std::deque<int32_t> forced;        // next tokens to emit instead of sampling (params.forced_*)
   bool forced_after_armed = false;   // params.forced_after is still to be inserted
+  bool reasoning_open = false;       // params.reasoning_budget applies: no reasoning end token yet
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt_tokens; }

@@ -1,10 +1,15 @@
 // POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API
 // over the same prompt builder and parsers as chat completions, reasoning
 // always split (thinking blocks are Anthropic's native form). Streams the
-// exact event sequence: message_start, ping, then per block
+// exact event sequence: message_start and ping once the request is queued
+// (then a ping after every 2 s without an event), then per block
 // content_block_start / content_block_delta (thinking_delta, text_delta,
-// input_json_delta) / content_block_stop, then message_delta and
-// message_stop.
+// input_json_delta; a thinking block ends with its signature_delta) /
+// content_block_stop, then message_delta and message_stop. Thinking blocks
+// carry the server's signature of their text (thinking_signature.h).
+#include <atomic>
+#include <chrono>
+
 #include "server/anthropic_request.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -28,7 +33,8 @@ class MessagesGeneration final : public Generation {
   MessagesGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
                      ChatPrompt prompt, bool stream)
       : Generation(ctx, std::move(writer), request, ApiFlavor::kAnthropic, "msg_" + random_hex(12), stream),
-        prompt_(std::move(prompt)) {
+        prompt_(std::move(prompt)),
+        prompt_tokens_seen_(static_cast<int64_t>(prompt_.tokens.size())) {
     prompt_.parse.reasoning = text::ReasoningMode::kSplit;
     if (stream_) parser_ = std::make_unique<text::AssistantStreamParser>(prompt_.parse);
   }
@@ -50,13 +56,49 @@ class MessagesGeneration final : public Generation {
     return "end_turn";
   }
 
+  // message_start and a first ping as soon as the request is queued, then a
+  // ping after every kPingSilence without an event, so that a request that
+  // waits or prefills for long shows it is alive.
   void on_admitted() override {
-    if (stream_) writer_->begin_stream(200, "text/event-stream", {});
+    if (!stream_) return;
+    writer_->begin_stream(200, "text/event-stream", {});
+    OrderedJson message = {{"id", id_},
+                           {"type", "message"},
+                           {"role", "assistant"},
+                           {"model", ctx_.model_name()},
+                           {"content", OrderedJson::array()},
+                           {"stop_reason", nullptr},
+                           {"stop_sequence", nullptr},
+                           {"usage", usage(0)}};
+    write_event("message_start", {{"type", "message_start"}, {"message", std::move(message)}});
+    write_event("ping", {{"type", "ping"}});
+    std::weak_ptr<Generation> weak = weak_from_this();
+    std::weak_ptr<ResponseWriter> writer = writer_;
+    ctx_.heartbeat.add([weak, writer, &ctx = ctx_] {
+      auto self = std::static_pointer_cast<MessagesGeneration>(weak.lock());
+      auto w = writer.lock();
+      if (!self || !w || self->done_.load() || w->disconnected() || ctx.draining.load()) return false;
+      w->post([self] { self->beat(); });
+      return true;
+    });
+  }
+
+  void beat() {
+    if (!done_.load() && Clock::now() - last_event_ >= kPingSilence) write_event("ping", {{"type", "ping"}});
+  }
+
+  void write_event(const char* name, const OrderedJson& data) {
+    writer_->write(event(name, data));
+    last_event_ = Clock::now();
   }
 
   void close_block() {
     if (block_ == Block::kNone) return;
-    writer_->write(event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}}));
+    if (block_ == Block::kThinking) {
+      delta({{"type", "signature_delta"}, {"signature", ctx_.thinking_signer.sign(thinking_)}});
+      thinking_.clear();
+    }
+    write_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
     block_ = Block::kNone;
   }
 
@@ -64,18 +106,19 @@ class MessagesGeneration final : public Generation {
     close_block();
     ++index_;
     block_ = type;
-    writer_->write(event("content_block_start",
-                         {{"type", "content_block_start"}, {"index", index_}, {"content_block", content_block}}));
+    write_event("content_block_start",
+                {{"type", "content_block_start"}, {"index", index_}, {"content_block", content_block}});
   }
 
   void delta(OrderedJson d) {
-    writer_->write(event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", d}}));
+    write_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", d}});
   }
 
   void send(const text::AssistantDelta& d) {
     if (!d.reasoning_content.empty()) {
       if (block_ != Block::kThinking) open_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       delta({{"type", "thinking_delta"}, {"thinking", d.reasoning_content}});
+      thinking_ += d.reasoning_content;
     }
     if (!d.content.empty()) {
       if (block_ != Block::kText) open_block(Block::kText, {{"type", "text"}, {"text", ""}});
@@ -99,18 +142,6 @@ class MessagesGeneration final : public Generation {
       started_ = true;
       prompt_tokens_seen_ = o.num_prompt_tokens;
       cached_seen_ = o.num_cached_tokens;
-      if (stream_) {
-        OrderedJson message = {{"id", id_},
-                               {"type", "message"},
-                               {"role", "assistant"},
-                               {"model", ctx_.model_name()},
-                               {"content", OrderedJson::array()},
-                               {"stop_reason", nullptr},
-                               {"stop_sequence", nullptr},
-                               {"usage", usage(0)}};
-        writer_->write(event("message_start", {{"type", "message_start"}, {"message", std::move(message)}}));
-        writer_->write(event("ping", {{"type", "ping"}}));
-      }
     }
     if (o.finished) {
       finish_ = o.finish_reason;
@@ -128,20 +159,23 @@ class MessagesGeneration final : public Generation {
   }
 
   void on_complete() override {
+    done_.store(true);
     if (stream_) {
       close_block();
       const char* reason = stop_reason(has_tool_calls_);
-      writer_->write(event("message_delta", {{"type", "message_delta"},
-                                             {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_string_}}},
-                                             {"usage", usage(output_tokens_)}}));
-      writer_->write(event("message_stop", {{"type", "message_stop"}}));
+      write_event("message_delta", {{"type", "message_delta"},
+                                    {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_string_}}},
+                                    {"usage", usage(output_tokens_)}});
+      write_event("message_stop", {{"type", "message_stop"}});
       writer_->end();
       return log_done(200, reason);
     }
     const text::AssistantMessage m = text::parse_assistant_output(raw_, prompt_.parse);
     OrderedJson content = OrderedJson::array();
     if (m.reasoning_content)
-      content.push_back({{"type", "thinking"}, {"thinking", *m.reasoning_content}, {"signature", ""}});
+      content.push_back({{"type", "thinking"},
+                         {"thinking", *m.reasoning_content},
+                         {"signature", ctx_.thinking_signer.sign(*m.reasoning_content)}});
     if (m.content) content.push_back({{"type", "text"}, {"text", *m.content}});
     for (const text::ToolCall& call : m.tool_calls) {
       auto input = parse_json(call.arguments, "arguments");
@@ -163,15 +197,21 @@ class MessagesGeneration final : public Generation {
   }
 
   void on_error(const ApiError& error) override {
+    done_.store(true);
     if (!stream_) return respond_error(error);
-    writer_->write(event("error", error_json(error, flavor_)));
+    write_event("error", error_json(error, flavor_));
     writer_->end();
     log_done(error.status, "");
   }
 
+  static constexpr std::chrono::seconds kPingSilence{2};
+
   ChatPrompt prompt_;
+  std::atomic<bool> done_{false};  // read by the heartbeat thread
+  Clock::time_point last_event_ = Clock::now();
   std::unique_ptr<text::AssistantStreamParser> parser_;
   std::string raw_;
+  std::string thinking_;  // the open thinking block's text, to sign at its end
   bool started_ = false, has_tool_calls_ = false;
   int64_t prompt_tokens_seen_ = 0, cached_seen_ = 0;
   FinishReason finish_ = FinishReason::kNone;
@@ -187,7 +227,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
   auto fail = [&](const Status& s) {
     respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kAnthropic);
   };
-  auto req = parse_anthropic_request(body, ctx.defaults, false);
+  auto req = parse_anthropic_request(body, ctx.defaults, ctx.thinking_signer, false);
   if (!req.ok()) return fail(req.status());
   // Agents ask for more output than a small context can hold (Claude Code
   // sends 32000): the completion gets what the context has left.
@@ -202,7 +242,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& request, const Order
 
 void handle_count_tokens(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                          std::shared_ptr<ResponseWriter> writer) {
-  auto req = parse_anthropic_request(body, ctx.defaults, true);
+  auto req = parse_anthropic_request(body, ctx.defaults, ctx.thinking_signer, true);
   Result<ChatPrompt> prompt = req.ok() ? build_chat_prompt(req->chat_body, *ctx.chat_template, *ctx.tokenizer)
                                        : Result<ChatPrompt>(req.status());
   if (!prompt.ok()) {

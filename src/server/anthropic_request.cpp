@@ -1,5 +1,7 @@
 #include "server/anthropic_request.h"
 
+#include <cctype>
+
 #include "server/json_fields.h"
 
 namespace m2::server {
@@ -63,7 +65,8 @@ Status convert_user(const OrderedJson& content, const std::string& where, Ordere
   return Status();
 }
 
-Status convert_assistant(const OrderedJson& content, const std::string& where, OrderedJson& messages) {
+Status convert_assistant(const OrderedJson& content, const std::string& where, const ThinkingSigner& signer,
+                         OrderedJson& messages) {
   OrderedJson m = {{"role", "assistant"}};
   if (content.is_string()) {
     m["content"] = content;
@@ -84,6 +87,10 @@ Status convert_assistant(const OrderedJson& content, const std::string& where, O
       text += b["text"].get<std::string>();
     } else if (type == "thinking") {
       if (!b.contains("thinking") || !b["thinking"].is_string()) return errorf("{} needs a string 'thinking'", at);
+      if (!b.contains("signature") || !b["signature"].is_string()) return errorf("{} needs a string 'signature'", at);
+      if (!signer.verify(b["thinking"].get<std::string>(), b["signature"].get<std::string>()))
+        return errorf("{}.signature: the thinking block is not as this server signed it (changed, or signed by "
+                      "another server)", at);
       if (have_thinking) thinking += "\n";
       thinking += b["thinking"].get<std::string>();
       have_thinking = true;
@@ -142,13 +149,51 @@ Result<OrderedJson> convert_tool_choice(const OrderedJson& tc) {
   return errorf("'tool_choice.type' must be auto, any, tool or none, got '{}'", type);
 }
 
+// `thinking` and `output_config` -> the chat body's thinking fields
+// (thinking_request.h).
+Status convert_thinking(const OrderedJson& body, OrderedJson& chat) {
+  if (auto th = body.find("thinking"); th != body.end() && !th->is_null()) {
+    if (!th->is_object() || !th->contains("type") || !(*th)["type"].is_string())
+      return errorf("'thinking' must be an object with a string 'type'");
+    M2_ASSIGN_OR_RETURN(std::optional<std::string> display, opt_string(*th, "display"));
+    if (display && *display != "summarized") {
+      return errorf("'thinking.display' '{}' is not supported (summarized only: the thinking text comes back in "
+                    "history to be continued)", *display);
+    }
+    const std::string type = (*th)["type"].get<std::string>();
+    if (type == "disabled") {
+      chat["chat_template_kwargs"] = {{"enable_thinking", false}};
+    } else if (type == "enabled") {
+      M2_ASSIGN_OR_RETURN(std::optional<int64_t> budget, opt_int(*th, "budget_tokens"));
+      if (!budget) return errorf("thinking.budget_tokens: Field required");
+      if (*budget < 1) return errorf("'thinking.budget_tokens' must be at least 1, got {}", *budget);
+      chat["thinking_token_budget"] = *budget;
+    } else if (type != "adaptive") {
+      return errorf("'thinking.type' must be enabled, disabled or adaptive, got '{}'", type);
+    }
+  }
+  if (auto oc = body.find("output_config"); oc != body.end() && !oc->is_null()) {
+    if (!oc->is_object()) return errorf("'output_config' must be an object, got {}", json_type(*oc));
+    if (oc->contains("format") && !(*oc)["format"].is_null())
+      return errorf("'output_config.format' is not supported (no structured output)");
+    M2_ASSIGN_OR_RETURN(std::optional<std::string> effort, opt_string(*oc, "effort"));
+    if (effort) {
+      if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max")
+        return errorf("'output_config.effort' must be low, medium, high, xhigh or max, got '{}'", *effort);
+      chat["reasoning_effort"] = *effort;
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const SamplingParams& defaults,
-                                                 bool count_tokens_only) {
+                                                 const ThinkingSigner& signer, bool count_tokens_only) {
   if (!body.is_object()) return errorf("the request body must be a JSON object");
   AnthropicRequest out;
   OrderedJson messages = OrderedJson::array();
+  bool prefill = false;
   if (auto sys = body.find("system"); sys != body.end() && !sys->is_null()) {
     M2_ASSIGN_OR_RETURN(std::string system, block_text(*sys, "system", "\n"));
     messages.push_back({{"role", "system"}, {"content", system}});
@@ -167,18 +212,36 @@ Result<AnthropicRequest> parse_anthropic_request(const OrderedJson& body, const 
     if (role == "user") {
       M2_RETURN_IF_ERROR(convert_user(m["content"], where, messages));
     } else if (role == "assistant") {
-      M2_RETURN_IF_ERROR(convert_assistant(m["content"], where, messages));
+      M2_RETURN_IF_ERROR(convert_assistant(m["content"], where, signer, messages));
     } else {
       return errorf("{}.role '{}' is unknown (user, assistant)", where, role);
     }
   }
+  // A final assistant message is a prefill: the reply continues it. An empty
+  // one asks for nothing (Anthropic allows it): the reply is a new turn.
+  if ((*msgs).back()["role"] == "assistant") {
+    const OrderedJson& last = messages.back();
+    const std::string text = last.value("content", "");
+    if (text.empty() && !last.contains("reasoning_content") && !last.contains("tool_calls")) {
+      messages.erase(messages.size() - 1);
+    } else {
+      if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+        return errorf("messages[{}]: final assistant content cannot end with trailing whitespace", msgs->size() - 1);
+      prefill = true;
+    }
+  }
   out.chat_body = {{"messages", std::move(messages)}};
+  if (prefill) out.chat_body["continue_final_message"] = true;
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
     M2_ASSIGN_OR_RETURN(out.chat_body["tools"], convert_tools(*t));
   }
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
     M2_ASSIGN_OR_RETURN(out.chat_body["tool_choice"], convert_tool_choice(*tc));
+    auto one = opt_bool(*tc, "disable_parallel_tool_use");
+    if (!one.ok()) return one.status().with_context("tool_choice");
+    if (one->value_or(false)) out.chat_body["parallel_tool_calls"] = false;
   }
+  M2_RETURN_IF_ERROR(convert_thinking(body, out.chat_body));
   if (count_tokens_only) return out;
 
   auto stream = opt_bool(body, "stream");

@@ -1,38 +1,58 @@
 #include "server/chat_prompt.h"
 
 #include "server/json_fields.h"
+#include "server/thinking_request.h"
+#include "server/tool_request.h"
 
 namespace m2::server {
 namespace {
 
-Status check_tools(const OrderedJson& tools) {
-  if (tools.is_null()) return Status();
-  if (!tools.is_array()) return errorf("'tools' must be an array, got {}", json_type(tools));
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const OrderedJson& t = tools[i];
-    if (!t.is_object()) return errorf("tools[{}] must be an object, got {}", i, json_type(t));
-    if (t.contains("type") && t["type"] != "function") return errorf("tools[{}].type must be 'function'", i);
-    auto fn = t.find("function");
-    if (fn == t.end() || !fn->is_object()) return errorf("tools[{}] needs a 'function' object", i);
-    auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
-      return errorf("tools[{}].function needs a non-empty string 'name'", i);
-    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
-      return errorf("tools[{}].function.parameters must be an object (a JSON schema)", i);
+Result<std::vector<int32_t>> encode(const text::Tokenizer& tokenizer, const std::string& s) {
+  return tokenizer.encode(s, false);
+}
+
+// Checks the roles and maps the ones the template does not know: "developer"
+// is rendered as "system"; the legacy `function_call` of an assistant becomes
+// a tool call and a "function" message (its result) a "tool" message.
+Status normalize_roles(OrderedJson& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    OrderedJson& m = messages[i];
+    if (!m.is_object()) return errorf("messages[{}] must be an object, got {}", i, json_type(m));
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return errorf("messages[{}] needs a string 'role'", i);
+    const std::string r = role->get<std::string>();
+    if (r == "developer") {
+      *role = "system";
+    } else if (r == "function") {
+      *role = "tool";
+    } else if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      return errorf("messages[{}].role '{}' is unknown (system, developer, user, assistant, tool, function)", i, r);
+    }
+    auto fc = m.find("function_call");
+    if (r == "assistant" && fc != m.end() && !fc->is_null()) {
+      if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+        return errorf("messages[{}] has both 'function_call' and 'tool_calls'", i);
+      if (!fc->is_object()) return errorf("messages[{}].function_call must be an object", i);
+      m["tool_calls"] = OrderedJson::array({{{"id", "call_" + std::to_string(i)}, {"type", "function"},
+                                             {"function", *fc}}});
+      m.erase("function_call");
+    }
   }
   return Status();
 }
 
-bool has_tool(const OrderedJson& tools, const std::string& name) {
-  if (!tools.is_array()) return false;
-  for (const auto& t : tools)
-    if (t.contains("function") && t["function"].is_object() && t["function"].value("name", "") == name) return true;
-  return false;
-}
+// parallel_tool_calls false: the sequence ends once its first call is complete.
+class FirstToolCallStop final : public TextStop {
+ public:
+  explicit FirstToolCallStop(const text::AssistantParseOptions& options) : parser_(options) {}
+  bool feed(std::string_view text) override {
+    parser_.feed(text);
+    return parser_.num_complete_tool_calls() > 0;
+  }
 
-Result<std::vector<int32_t>> encode(const text::Tokenizer& tokenizer, const std::string& s) {
-  return tokenizer.encode(s, false);
-}
+ private:
+  text::AssistantStreamParser parser_;
+};
 
 }  // namespace
 
@@ -44,63 +64,47 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   if (!msgs->is_array()) return errorf("'messages' must be an array, got {}", json_type(*msgs));
   if (msgs->empty()) return errorf("'messages' must not be empty");
   OrderedJson request = body;
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    OrderedJson& m = request["messages"][i];
-    if (!m.is_object()) return errorf("messages[{}] must be an object, got {}", i, json_type(m));
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return errorf("messages[{}] needs a string 'role'", i);
-    const std::string r = role->get<std::string>();
-    if (r == "developer") {
-      *role = "system";
-    } else if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
-      return errorf("messages[{}].role '{}' is unknown (system, developer, user, assistant, tool)", i, r);
-    }
+  M2_RETURN_IF_ERROR(normalize_roles(request["messages"]));
+  M2_ASSIGN_OR_RETURN(ToolRequest tools, parse_tool_request(body));
+  for (const char* key : {"functions", "function_call", "tool_choice"}) request.erase(key);
+  if (tools.rendered.is_null() || tools.rendered.empty()) {
+    request.erase("tools");
+  } else {
+    request["tools"] = tools.rendered;
   }
-  const OrderedJson tools = body.value("tools", OrderedJson());
-  M2_RETURN_IF_ERROR(check_tools(tools));
-  const bool have_tools = tools.is_array() && !tools.empty();
+
+  M2_ASSIGN_OR_RETURN(ThinkingRequest thinking, parse_thinking_request(body, request));
+  for (const char* key : {"reasoning_effort", "thinking_token_budget"}) request.erase(key);
 
   ChatPrompt out;
-  // tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}
-  std::string choice = have_tools ? "auto" : "none";
-  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (tc->is_string()) {
-      choice = tc->get<std::string>();
-      if (choice != "none" && choice != "auto" && choice != "required")
-        return errorf("'tool_choice' must be none, auto, required or a function, got '{}'", choice);
-    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
-               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
-      out.forced_tool = (*tc)["function"]["name"].get<std::string>();
-      if (!has_tool(tools, out.forced_tool))
-        return errorf("'tool_choice' names the function '{}', which is not in 'tools'", out.forced_tool);
-      choice = "named";
-    } else {
-      return errorf("'tool_choice' must be a string or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}");
-    }
-  }
-  if (choice == "required" && !have_tools)
-    return errorf("'tool_choice' is 'required' but no 'tools' are given");
-
   M2_ASSIGN_OR_RETURN(out.text, chat_template.render_request(request));
   M2_ASSIGN_OR_RETURN(out.tokens, encode(tokenizer, out.text));
 
-  // The parsers see the tools and tool_choice only.
-  Json parse_req = Json::object();
-  if (have_tools) parse_req["tools"] = Json::parse(tools.dump());
-  parse_req["tool_choice"] = choice == "none" ? "none" : "auto";
-  out.parse = text::options_from_request(parse_req);
+  // The parsers type arguments by every declared tool and return the allowed calls.
+  out.parse = text::options_from_request(Json{{"tools", Json::parse(tools.tools.dump())}});
+  out.parse.allowed_tools = tools.allowed;
   // The generation prompt ends inside an open <think> (M2's template always
-  // does); without it, the model's first words are the answer.
-  const std::string_view t = out.text;
-  out.parse.starts_in_reasoning = t.size() >= 8 && t.substr(t.size() - 8) == "<think>\n";
+  // does), and so does a continued reasoning; otherwise the model's first
+  // words are the answer.
+  out.parse.starts_in_reasoning = text::prompt_opens_reasoning(out.text);
+  const std::optional<int32_t> think_close = tokenizer.token_to_id("</think>");
+  if (out.parse.starts_in_reasoning && think_close) {
+    out.reasoning_end_token = *think_close;
+    out.reasoning_budget = thinking.budget;
+  } else if (out.parse.starts_in_reasoning && thinking.budget >= 0) {
+    return errorf("a thinking budget needs a `</think>` token in the tokenizer");
+  }
+  out.stop_after_first_call = !tools.parallel && tools.choice != ToolRequest::Choice::kNone;
+  out.legacy_functions = tools.legacy_functions;
 
-  if (choice == "required" || choice == "named") {
-    auto close = tokenizer.token_to_id("</think>");
-    if (!close) return errorf("'tool_choice' {} needs a `</think>` token in the tokenizer", choice);
+  using Choice = ToolRequest::Choice;
+  if (tools.choice == Choice::kRequired || tools.choice == Choice::kNamed) {
+    if (!think_close) return errorf("a forced tool call needs a `</think>` token in the tokenizer");
     std::string opening = "\n\n<minimax:tool_call>\n";
-    if (choice == "named") opening += "<invoke name=\"" + out.forced_tool + "\">";
+    if (tools.choice == Choice::kNamed) opening += "<invoke name=\"" + tools.forced_name + "\">";
     M2_ASSIGN_OR_RETURN(out.forced_after, encode(tokenizer, opening));
-    out.forced_after_token = *close;
+    out.forced_after_token = *think_close;
+    out.forced_tool = tools.forced_name;
     if (!out.parse.starts_in_reasoning) {  // no reasoning to wait for: the call opens at once
       out.forced_first = std::move(out.forced_after);
       out.forced_after.clear();
@@ -121,6 +125,14 @@ Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest s
   params.forced_after_token = prompt.forced_after_token;
   params.forced_after = prompt.forced_after;
   params.forced_tokens = prompt.forced_first;
+  if (prompt.reasoning_budget >= 0) {
+    params.reasoning_budget = prompt.reasoning_budget;
+    params.reasoning_end_token = prompt.reasoning_end_token;
+  }
+  if (prompt.stop_after_first_call) {
+    params.text_stop = std::make_shared<const TextStopFactory>(
+        [options = prompt.parse] { return std::make_unique<FirstToolCallStop>(options); });
+  }
   if (ctx.replay) {
     if (auto r = ctx.replay->select(prompt.text))
       params.forced_tokens.insert(params.forced_tokens.end(), r->begin(), r->end());

@@ -29,11 +29,18 @@ struct ChatPrompt {
   std::vector<int32_t> forced_after;
   std::vector<int32_t> forced_first;   // the same, when the prompt does not open a reasoning
   std::string forced_tool;             // a named tool_choice: its name
+  bool stop_after_first_call = false;  // parallel_tool_calls: false
+  bool legacy_functions = false;       // the request used `functions`: answer `function_call`
+  // The prompt leaves the reasoning open: `</think>`'s id, and the request's
+  // thinking budget (thinking_request.h; -1: none).
+  int32_t reasoning_end_token = -1;
+  int reasoning_budget = -1;
 };
 
-// Checks roles (system, developer, user, assistant, tool; "developer" is
-// rendered as "system"), tools and tool_choice, renders the template and
-// tokenizes. Errors are the client's (400).
+// Checks roles (system, developer, user, assistant, tool, and the legacy
+// function; "developer" is rendered as "system"), the tool fields
+// (tool_request.h) and the thinking fields (thinking_request.h), renders the
+// template and tokenizes. Errors are the client's (400).
 Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTemplate& chat_template,
                                      const text::Tokenizer& tokenizer);
 

@@ -16,6 +16,21 @@ const char* openai_finish(FinishReason reason, bool tool_calls) {
   }
 }
 
+// The legacy `functions` API: the one call as `function_call` ({name,
+// arguments}, streamed in pieces like a tool call's function), finish reason
+// "function_call".
+void to_legacy_function_call(OrderedJson& message) {
+  auto calls = message.find("tool_calls");
+  if (calls == message.end()) return;
+  OrderedJson fn = (*calls)[0]["function"];
+  message.erase(calls);
+  message["function_call"] = std::move(fn);
+}
+
+const char* legacy_finish(const char* finish) {
+  return finish && std::string_view(finish) == "tool_calls" ? "function_call" : finish;
+}
+
 class ChatGeneration final : public OpenAiGeneration {
  public:
   ChatGeneration(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
@@ -34,6 +49,8 @@ class ChatGeneration final : public OpenAiGeneration {
     std::string raw;                                     // whole output (non-streaming)
     std::unique_ptr<text::AssistantStreamParser> parser;  // streaming
     OrderedJson logprobs = OrderedJson::array();
+    int64_t reasoning_tokens = 0;  // generated before the first `</think>`
+    bool reasoning_done = false;
     const char* finish = nullptr;
     OrderedJson stop_reason;
   };
@@ -57,8 +74,30 @@ class ChatGeneration final : public OpenAiGeneration {
     writer_->write(sse_data(stream_chunk(std::move(first))));
   }
 
+  // vLLM's count: the tokens before the first `</think>`, when the prompt
+  // opened the reasoning (whatever the reasoning mode).
+  void count_reasoning(Choice& c, const RequestOutput& o) const {
+    for (int32_t id : o.new_token_ids) {
+      if (c.reasoning_done) return;
+      if (id == prompt_.reasoning_end_token) {
+        c.reasoning_done = true;
+      } else {
+        ++c.reasoning_tokens;
+      }
+    }
+  }
+
+  OrderedJson usage() const override {
+    OrderedJson u = OpenAiGeneration::usage();
+    int64_t reasoning = 0;
+    for (const Choice& c : choices_) reasoning += c.reasoning_tokens;
+    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+    return u;
+  }
+
   void on_output(size_t, RequestOutput& o) override {
     Choice& c = choices_.at(static_cast<size_t>(o.index));
+    if (prompt_.reasoning_end_token >= 0) count_reasoning(c, o);
     OrderedJson lp = OrderedJson::array();
     if (want_logprobs_) {
       for (const SampledToken& t : o.new_logprobs) lp.push_back(chat_logprob(formatter_, t));
@@ -81,9 +120,11 @@ class ChatGeneration final : public OpenAiGeneration {
       c.finish = openai_finish(o.finish_reason, c.parser->has_tool_calls());
     }
     if (delta.empty() && lp.empty() && !o.finished) return;
+    if (prompt_.legacy_functions) c.finish = legacy_finish(c.finish);
     OrderedJson choice = OrderedJson::object();
     choice["index"] = o.index;
     choice["delta"] = text::assistant_delta_json(delta);
+    if (prompt_.legacy_functions) to_legacy_function_call(choice["delta"]);
     choice["logprobs"] = want_logprobs_ ? OrderedJson{{"content", std::move(lp)}} : OrderedJson(nullptr);
     choice["finish_reason"] = c.finish ? OrderedJson(c.finish) : OrderedJson(nullptr);
     if (o.finished) choice["stop_reason"] = c.stop_reason;
@@ -99,10 +140,12 @@ class ChatGeneration final : public OpenAiGeneration {
       text::AssistantParseOptions options = prompt_.parse;
       const text::AssistantMessage message = text::parse_assistant_output(c.raw, options);
       const char* fin = c.finish && std::string(c.finish) == "stop" ? message.finish_reason() : c.finish;
+      if (prompt_.legacy_functions) fin = legacy_finish(fin);
       if (i == 0 && fin) finish = fin;
       OrderedJson choice = OrderedJson::object();
       choice["index"] = i;
       choice["message"] = text::assistant_message_json(message, options.reasoning);
+      if (prompt_.legacy_functions) to_legacy_function_call(choice["message"]);
       choice["logprobs"] = want_logprobs_ ? OrderedJson{{"content", c.logprobs}} : OrderedJson(nullptr);
       choice["finish_reason"] = fin ? OrderedJson(fin) : OrderedJson(nullptr);
       choice["stop_reason"] = c.stop_reason;

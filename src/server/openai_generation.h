@@ -40,7 +40,7 @@ class OpenAiGeneration : public Generation {
   // {id, object, created, model, choices}: the head of every response and chunk.
   OrderedJson envelope(const char* object, OrderedJson choices) const;
   // {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}
-  OrderedJson usage() const;
+  virtual OrderedJson usage() const;
   // After the last choice's chunk: the usage chunk (include_usage), [DONE].
   void end_stream(const std::string& finish_reason);
 

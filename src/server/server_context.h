@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "engine/engine_loop.h"
+#include "server/heartbeat.h"
 #include "server/metrics.h"
 #include "server/replay.h"
+#include "server/thinking_signature.h"
 #include "text/chat_template.h"
 #include "text/reasoning_parser.h"
 #include "text/tokenizer/tokenizer.h"
@@ -36,6 +38,8 @@ struct ServerContext {
   int64_t max_model_len = 0;
   int vocab_size = 0;
   Metrics metrics;
+  ThinkingSigner thinking_signer;     // signs and checks Anthropic thinking blocks
+  Heartbeat heartbeat{std::chrono::seconds(1)};  // keeps quiet streams alive (Anthropic pings)
   std::atomic<bool> ready{false};     // the model is loaded: generation routes are served
   std::atomic<bool> draining{false};  // shutting down: new generation requests get 503
 

@@ -21,7 +21,8 @@ AssistantParseOptions options_from_request(const Json& request) {
   const bool has_tools = tools.is_array() && !tools.empty();
   const bool choice_none = request.is_object() && request.contains("tool_choice") &&
                            request["tool_choice"].is_string() && request["tool_choice"] == "none";
-  options.parse_tool_calls = has_tools && !choice_none;
+  options.parse_tool_calls = has_tools;
+  if (choice_none) options.allowed_tools.emplace();
   return options;
 }
 
@@ -33,7 +34,8 @@ AssistantMessage parse_assistant_output(std::string_view raw, const AssistantPar
   std::string content = std::move(split.visible);
   if (options.parse_tool_calls) {
     ToolCallIdGenerator ids(options.id_seed);
-    ToolCallParseResult parsed = parse_tool_calls(split.rest, options.schemas, &ids);
+    const ToolNameSet* allowed = options.allowed_tools ? &*options.allowed_tools : nullptr;
+    ToolCallParseResult parsed = parse_tool_calls(split.rest, options.schemas, &ids, allowed);
     content.append(parsed.content);
     message.tool_calls = std::move(parsed.calls);
   } else {
@@ -88,7 +90,7 @@ AssistantStreamParser::AssistantStreamParser(AssistantParseOptions options)
     : options_(std::move(options)),
       ids_(options_.id_seed),
       reasoning_(options_.reasoning, options_.starts_in_reasoning),
-      tools_(&options_.schemas, &ids_) {}
+      tools_(&options_.schemas, &ids_, options_.allowed_tools ? &*options_.allowed_tools : nullptr) {}
 
 void AssistantStreamParser::route(ReasoningDelta&& reasoning, AssistantDelta* out) {
   out->reasoning_content.append(reasoning.reasoning);

@@ -39,13 +39,17 @@ struct AssistantParseOptions {
   // False when the request has no tools or tool_choice is "none" (as vLLM):
   // tool-call blocks are then content text.
   bool parse_tool_calls = true;
+  // When set, only these tools are called: an invoke of any other name is
+  // parsed and dropped (tool_call_parser.h); tool_choice "none" sets the
+  // empty set, so a call the model writes anyway never shows as text.
+  std::optional<ToolNameSet> allowed_tools;
   ToolSchemas schemas;
   std::optional<uint64_t> id_seed;  // tool-call ids are random without it
 };
 
 // The options a chat-completions request body implies: schemas from
-// `tools`, parse_tool_calls unless `tools` is empty/absent or `tool_choice`
-// is "none". The caller sets the reasoning mode.
+// `tools`, parse_tool_calls unless `tools` is empty/absent, and no allowed
+// tool when `tool_choice` is "none". The caller sets the reasoning mode.
 AssistantParseOptions options_from_request(const Json& request);
 
 struct AssistantMessage {
@@ -88,6 +92,8 @@ class AssistantStreamParser {
   AssistantDelta finish();
 
   bool has_tool_calls() const { return tools_.num_calls() > 0; }  // finish reason "tool_calls"
+  // Calls whose `</invoke>` has been fed (dropped ones not counted).
+  int num_complete_tool_calls() const { return tools_.num_complete_calls(); }
   // `</think>` has been fed (or the prompt closed the reasoning): a server
   // forcing a tool call injects `<minimax:tool_call>\n<invoke name="X">` from
   // here on, and feeds it like generated text.

@@ -150,8 +150,14 @@ Result<ChatTemplateInputs> prepare_chat_template_inputs(const OrderedJson& reque
     if (!g->is_boolean()) return errorf("add_generation_prompt: expected a boolean, got {}", type_name(*g));
     in.add_generation_prompt = g->get<bool>();
   }
-  if (auto c = request.find("continue_final_message"); c != request.end() && c->is_boolean() && c->get<bool>()) {
-    return errorf("continue_final_message: not supported");
+  if (auto c = request.find("continue_final_message"); c != request.end() && !c->is_null()) {
+    if (!c->is_boolean()) return errorf("continue_final_message: expected a boolean, got {}", type_name(*c));
+    in.continue_final_message = c->get<bool>();
+  }
+  if (in.continue_final_message) {
+    if (auto g = request.find("add_generation_prompt"); g != request.end() && g->is_boolean() && g->get<bool>())
+      return errorf("continue_final_message and add_generation_prompt cannot both be true");
+    in.add_generation_prompt = false;
   }
   in.template_kwargs = OrderedJson::object();
   if (auto k = request.find("chat_template_kwargs"); k != request.end() && !k->is_null()) {

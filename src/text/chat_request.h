@@ -32,6 +32,7 @@ struct ChatTemplateInputs {
   OrderedJson tools;                  // array, or null when absent
   OrderedJson documents;              // as given, or null
   bool add_generation_prompt = true;  // request field (vLLM extension), default true
+  bool continue_final_message = false;  // vLLM: continue the final message (chat_continuation.h)
   OrderedJson template_kwargs;        // `chat_template_kwargs` (vLLM): extra template variables
 };
 
@@ -42,7 +43,9 @@ Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view w
 // from ChatTemplate::handles_content_parts().
 Result<OrderedJson> normalize_openai_messages(const OrderedJson& request, bool keep_content_parts);
 
-// Messages plus tools, documents, add_generation_prompt and
+// Messages plus tools, documents, add_generation_prompt,
+// continue_final_message (which turns the generation prompt off, and may not
+// be combined with an explicit add_generation_prompt: true) and
 // chat_template_kwargs (which may not redefine the variables above).
 Result<ChatTemplateInputs> prepare_chat_template_inputs(const OrderedJson& request, bool keep_content_parts);
 

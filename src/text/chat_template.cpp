@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "text/chat_continuation.h"
+
 namespace m2::text {
 
 namespace {
@@ -57,6 +59,7 @@ Result<ChatTemplate> ChatTemplate::from_source(std::string_view source, std::str
   // vLLM's content-format detection in spirit: a template that loops over
   // a message's content handles OpenAI content parts.
   ct.handles_content_parts_ = ct.default_->loops_over_attribute("content");
+  ct.handles_thinking_switch_ = source.find("enable_thinking") != std::string_view::npos;
   return ct;
 }
 
@@ -96,6 +99,7 @@ Result<ChatTemplate> ChatTemplate::load_from_dir(const std::string& dir) {
     }
     const std::string entry_name = n->get<std::string>();
     const std::string label = fmt::format("{}[{}] ('{}')", where, i, entry_name);
+    ct.handles_thinking_switch_ |= t->get<std::string>().find("enable_thinking") != std::string::npos;
     if (entry_name == "default") {
       M2_ASSIGN_OR_RETURN(ct.default_, compile(t->get<std::string>(), label));
       ct.source_ = t->get<std::string>();
@@ -140,8 +144,22 @@ Result<std::string> ChatTemplate::render(const OrderedJson& messages, const Orde
 
 Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
   const jinja::Template& t = (tool_use_ && !in.tools.is_null()) ? *tool_use_ : *default_;
-  return render_with(t, special_tokens_, in.messages, in.tools, in.add_generation_prompt, in.documents,
-                     in.template_kwargs);
+  M2_ASSIGN_OR_RETURN(std::string text, render_with(t, special_tokens_, in.messages, in.tools,
+                                                    in.add_generation_prompt, in.documents, in.template_kwargs));
+  if (in.continue_final_message) {
+    M2_ASSIGN_OR_RETURN(std::string final_text, final_message_text(in.messages));
+    return cut_after_final_message(std::move(text), final_text);
+  }
+  // enable_thinking false for a template without that switch (M2's): the
+  // open reasoning of the generation prompt is closed, as llama.cpp does.
+  const auto thinking = in.template_kwargs.find("enable_thinking");
+  const bool thinking_off = thinking != in.template_kwargs.end() && thinking->is_boolean() && !thinking->get<bool>();
+  constexpr std::string_view kOpen = "<think>\n";
+  if (thinking_off && !handles_thinking_switch_ && in.add_generation_prompt && text.size() >= kOpen.size() &&
+      text.compare(text.size() - kOpen.size(), kOpen.size(), kOpen) == 0) {
+    text += "</think>\n\n";
+  }
+  return text;
 }
 
 Result<std::string> ChatTemplate::render_request(const OrderedJson& request) const {

@@ -13,6 +13,10 @@
 // unk_token, sep_token, pad_token, cls_token, mask_token as strings, and
 // additional_special_tokens), like transformers' special_tokens_map, then
 // the caller's extra variables (vLLM's chat_template_kwargs), which win.
+// `enable_thinking: false` reaches the template; one that never mentions
+// that variable (M2's official template has no switch) gets its open
+// `<think>\n` generation prompt closed with `</think>\n\n` instead, as
+// llama.cpp does for M2, so the model answers without reasoning.
 #pragma once
 
 #include <string>
@@ -45,6 +49,8 @@ class ChatTemplate {
   // parts are passed through instead of joined (vLLM's "openai" content
   // format, detected from the template text).
   bool handles_content_parts() const { return handles_content_parts_; }
+  // Whether the template reads `enable_thinking` itself.
+  bool handles_thinking_switch() const { return handles_thinking_switch_; }
   const std::string& source() const { return source_; }
 
  private:
@@ -57,6 +63,7 @@ class ChatTemplate {
   std::vector<std::pair<std::string, jinja::Value>> special_tokens_;
   std::string source_;
   bool handles_content_parts_ = false;
+  bool handles_thinking_switch_ = false;
 };
 
 }  // namespace m2::text

@@ -21,6 +21,13 @@ std::string_view lstrip_newlines(std::string_view s) {
 
 }  // namespace
 
+bool prompt_opens_reasoning(std::string_view prompt) {
+  const size_t turn = prompt.rfind("]~b]");
+  const std::string_view last = prompt.substr(turn == std::string_view::npos ? 0 : turn);
+  const size_t open = last.rfind(kThinkOpen);
+  return open != std::string_view::npos && last.find(kThinkClose, open) == std::string_view::npos;
+}
+
 ReasoningSplit split_reasoning(std::string_view text, ReasoningMode mode, bool starts_in_reasoning) {
   ReasoningSplit out;
   if (!starts_in_reasoning) {

@@ -33,6 +33,12 @@ struct ReasoningSplit {
   std::string rest;                      // text after `</think>`, for the tool-call parser
 };
 
+// Whether a prompt ends inside an open reasoning: its last message (the text
+// after the last `]~b]`, M2's message start) holds a `<think>` with no
+// `</think>` after it. True for the generation prompt (`]~b]ai\n<think>\n`)
+// and for a continued reasoning; false once the server or a prefill closed it.
+bool prompt_opens_reasoning(std::string_view prompt);
+
 // `text` is the whole output, valid UTF-8; `starts_in_reasoning`: the prompt
 // ended inside an open `<think>`.
 ReasoningSplit split_reasoning(std::string_view text, ReasoningMode mode, bool starts_in_reasoning);

@@ -113,7 +113,7 @@ struct BlockScan {
   size_t end = 0;  // past the closing tag (kClosed), else where the junk or the unfinished invoke starts
 };
 
-BlockScan scan_block(std::string_view text, size_t pos, const ToolSchemas& schemas) {
+BlockScan scan_block(std::string_view text, size_t pos, const ToolSchemas& schemas, const ToolNameSet* allowed) {
   BlockScan block;
   while (true) {
     pos = skip_tag_space(text, pos);
@@ -126,6 +126,12 @@ BlockScan scan_block(std::string_view text, size_t pos, const ToolSchemas& schem
     if (!starts_with_at(text, pos, kInvokeOpen)) return block;  // junk, or the end of the text
     Invoke invoke;
     const InvokeStatus status = parse_invoke(text, pos, schemas, &invoke, &pos);
+    if (status == InvokeStatus::kTruncated && !invoke.name.empty() && !tool_allowed(allowed, invoke.name)) {
+      // A dropped call cut off: it and the rest of the text are dropped.
+      block.invokes.push_back(std::move(invoke));
+      block.end = text.size();
+      return block;
+    }
     if (status != InvokeStatus::kComplete) {
       if (status == InvokeStatus::kTruncated) block.how = BlockScan::End::kTruncated;
       return block;
@@ -137,7 +143,7 @@ BlockScan scan_block(std::string_view text, size_t pos, const ToolSchemas& schem
 }  // namespace
 
 ToolCallParseResult parse_tool_calls(std::string_view text, const ToolSchemas& schemas,
-                                     ToolCallIdGenerator* ids) {
+                                     ToolCallIdGenerator* ids, const ToolNameSet* allowed) {
   using End = BlockScan::End;
   ToolCallParseResult result;
   size_t pos = 0;
@@ -151,7 +157,7 @@ ToolCallParseResult parse_tool_calls(std::string_view text, const ToolSchemas& s
     }
     const std::string_view before = text.substr(pos, open - pos);
     const size_t after_open = open + kBlockOpen.size();
-    BlockScan block = scan_block(text, after_open, schemas);
+    BlockScan block = scan_block(text, after_open, schemas, allowed);
     if (block.invokes.empty()) {
       // No call: the block is text. A cut-off block is text to the end; after
       // junk, scanning resumes right after the opening tag.
@@ -168,6 +174,7 @@ ToolCallParseResult parse_tool_calls(std::string_view text, const ToolSchemas& s
     }
     result.content.append(rstrip_tag_space(before));
     for (Invoke& invoke : block.invokes) {
+      if (!tool_allowed(allowed, invoke.name)) continue;
       result.calls.push_back({ids->next(), std::move(invoke.name), python_json_dumps(invoke.args)});
     }
     if (block.how == End::kTruncated) {  // an unfinished invoke and the rest are text

@@ -26,8 +26,16 @@
 //  - An invoke cut off by the end of the text is not a call: it and what
 //    follows are content text. (A streaming parser has already sent that
 //    call's name; see ToolCallStreamParser::has_incomplete_call.)
+//  - With a set of allowed tool names (tool_choice "none": the empty set;
+//    a named choice or `allowed_tools`: those names), an invoke of any other
+//    name is parsed and dropped: neither a call nor content, and it takes
+//    no id. Its block still counts as a tool-call block (its text never
+//    becomes content), and an invoke of such a name cut off by the end of
+//    the text is dropped with everything after it.
 #pragma once
 
+#include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,9 +56,17 @@ struct ToolCallParseResult {
   std::vector<ToolCall> calls;
 };
 
+// Tool names a request lets the model call (see the rules above).
+using ToolNameSet = std::set<std::string, std::less<>>;
+
+// True when `allowed` is null (every name) or holds `name`.
+inline bool tool_allowed(const ToolNameSet* allowed, std::string_view name) {
+  return !allowed || allowed->count(name) != 0;
+}
+
 // `text` is valid UTF-8 (see utf8_sanitizer.h). Never fails: what is not a
-// well-formed call is content.
+// well-formed call is content. `allowed` null: every name is a call.
 ToolCallParseResult parse_tool_calls(std::string_view text, const ToolSchemas& schemas,
-                                     ToolCallIdGenerator* ids);
+                                     ToolCallIdGenerator* ids, const ToolNameSet* allowed = nullptr);
 
 }  // namespace m2::text

@@ -29,8 +29,13 @@ void ToolStreamDelta::append_arguments(int index, std::string_view text) {
   tool_calls.back().arguments.append(text);
 }
 
-ToolCallStreamParser::ToolCallStreamParser(const ToolSchemas* schemas, ToolCallIdGenerator* ids)
-    : schemas_(schemas), ids_(ids) {}
+ToolCallStreamParser::ToolCallStreamParser(const ToolSchemas* schemas, ToolCallIdGenerator* ids,
+                                           const ToolNameSet* allowed)
+    : schemas_(schemas), ids_(ids), allowed_(allowed) {}
+
+void ToolCallStreamParser::emit_arguments(std::string_view text, ToolStreamDelta* out) {
+  if (!dropping_) out->append_arguments(call_index_, text);
+}
 
 void ToolCallStreamParser::feed(std::string_view text, ToolStreamDelta* out) {
   pending_.append(text);
@@ -160,7 +165,8 @@ bool ToolCallStreamParser::step_invoke_header(ToolStreamDelta* out) {
   }
   call_name_ = std::move(name);
   params_in_call_ = 0;
-  out->tool_calls.push_back({++call_index_, ids_->next(), call_name_, "{"});
+  dropping_ = !tool_allowed(allowed_, call_name_);
+  if (!dropping_) out->tool_calls.push_back({++call_index_, ids_->next(), call_name_, "{"});
   state_ = State::kInvokeBody;
   return true;
 }
@@ -177,7 +183,9 @@ bool ToolCallStreamParser::step_invoke_body(ToolStreamDelta* out) {
     }
     if (starts_with(tail, kInvokeClose)) {
       consume(lt + kInvokeClose.size());
-      out->append_arguments(call_index_, "}");
+      emit_arguments("}", out);
+      if (!dropping_) ++complete_calls_;
+      dropping_ = false;
       state_ = State::kBlock;
       return true;
     }
@@ -205,7 +213,7 @@ bool ToolCallStreamParser::step_param_header(ToolStreamDelta* out) {
   std::string key = params_in_call_++ ? ", " : "";
   append_python_json_string(name, &key);
   key.append(": ");
-  out->append_arguments(call_index_, key);
+  emit_arguments(key, out);
   value_types_ = schemas_->param_types(call_name_, name);
   value_as_string_ = value_types_.always_string();
   value_started_ = false;
@@ -260,7 +268,7 @@ void ToolCallStreamParser::append_value(std::string_view text, ToolStreamDelta* 
   if (quote_open_) {
     std::string escaped;
     append_python_json_string(text, &escaped);
-    out->append_arguments(call_index_, std::string_view(escaped).substr(1, escaped.size() - 2));
+    emit_arguments(std::string_view(escaped).substr(1, escaped.size() - 2), out);
     return;
   }
   // Held while the value may still be a null word (spaces, then a prefix of
@@ -291,23 +299,23 @@ void ToolCallStreamParser::append_value(std::string_view text, ToolStreamDelta* 
   std::string escaped;
   append_python_json_string(value_text_, &escaped);
   escaped.pop_back();  // the closing quote comes with the end of the value
-  out->append_arguments(call_index_, escaped);
+  emit_arguments(escaped, out);
   value_text_.clear();
   quote_open_ = true;
 }
 
 void ToolCallStreamParser::finish_value(ToolStreamDelta* out) {
   if (quote_open_) {
-    out->append_arguments(call_index_, "\"");
+    emit_arguments("\"", out);
   } else if (value_as_string_) {  // held to the end: either null or a whole string
     std::string json = "null";
     if (!is_null_word(trim_python_space(value_text_))) {
       json.clear();
       append_python_json_string(value_text_, &json);
     }
-    out->append_arguments(call_index_, json);
+    emit_arguments(json, out);
   } else {
-    out->append_arguments(call_index_, python_json_dumps(convert_param_value(value_text_, value_types_)));
+    emit_arguments(python_json_dumps(convert_param_value(value_text_, value_types_)), out);
   }
   value_text_.clear();
 }
@@ -339,7 +347,7 @@ void ToolCallStreamParser::finish(ToolStreamDelta* out) {
     case State::kInvokeBody:
     case State::kParamHeader:
     case State::kValue:
-      incomplete_ = true;  // the call's name was sent; the text cannot be taken back
+      incomplete_ = !dropping_;  // the call's name was sent; the text cannot be taken back
       break;
   }
   held_space_.clear();

@@ -20,6 +20,9 @@
 // the text ends inside an invoke whose name was sent, that call stays
 // unfinished (has_incomplete_call()) where parse_tool_calls returns the text.
 //
+// With a set of allowed names, an invoke of another name is consumed
+// silently from its header on (the rules of tool_call_parser.h).
+//
 // Text forced into the output by the server (e.g. `<minimax:tool_call>\n
 // <invoke name="X">` for tool_choice "required"/named) is fed like
 // generated text.
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "text/tool_call_id.h"
+#include "text/tool_call_parser.h"
 #include "text/tool_schema.h"
 
 namespace m2::text {
@@ -52,8 +56,8 @@ struct ToolStreamDelta {
 
 class ToolCallStreamParser {
  public:
-  // `schemas` and `ids` must outlive the parser.
-  ToolCallStreamParser(const ToolSchemas* schemas, ToolCallIdGenerator* ids);
+  // `schemas`, `ids` and `allowed` (null: every name) must outlive the parser.
+  ToolCallStreamParser(const ToolSchemas* schemas, ToolCallIdGenerator* ids, const ToolNameSet* allowed = nullptr);
 
   // `text` is valid UTF-8 ending on a character boundary (utf8_sanitizer.h).
   void feed(std::string_view text, ToolStreamDelta* out);
@@ -61,6 +65,7 @@ class ToolCallStreamParser {
   void finish(ToolStreamDelta* out);
 
   int num_calls() const { return call_index_ + 1; }  // calls whose name was sent
+  int num_complete_calls() const { return complete_calls_; }  // calls whose `</invoke>` was read
   // After finish(): the text ended inside an invoke whose name was sent.
   bool has_incomplete_call() const { return incomplete_; }
 
@@ -84,11 +89,14 @@ class ToolCallStreamParser {
   // The open block turned out to yield no call: its opening tag becomes
   // content and the text after it is scanned again as content.
   void block_is_text(ToolStreamDelta* out);
+  // Appends to the current call's arguments, unless the call is dropped.
+  void emit_arguments(std::string_view text, ToolStreamDelta* out);
   void append_value(std::string_view text, ToolStreamDelta* out);
   void finish_value(ToolStreamDelta* out);
 
   const ToolSchemas* schemas_;
   ToolCallIdGenerator* ids_;
+  const ToolNameSet* allowed_;
   std::string pending_;  // input not yet consumed starts at pos_
   size_t pos_ = 0;
   State state_ = State::kContent;
@@ -101,6 +109,8 @@ class ToolCallStreamParser {
   int call_index_ = -1;
   std::string call_name_;
   int params_in_call_ = 0;
+  bool dropping_ = false;  // the current invoke's name is not allowed
+  int complete_calls_ = 0;
   bool incomplete_ = false;
 
   // The parameter value being read.

@@ -301,3 +301,103 @@ TEST(SamplingDefaults, ModelCardThenGenerationConfig) {
 
 }  // namespace
 }  // namespace m2
+
+namespace m2 {
+namespace {
+
+TEST_F(EngineTest, ReasoningBudgetForcesTheEndTokenAtTheBudget) {
+  constexpr int32_t kEnd = 7;  // stands for `</think>`
+  const std::vector<int32_t> prompt = prompts(1, 11)[0];
+  auto e = engine(512);
+  SamplingParams plain = greedy(12);
+  ASSERT_TRUE(e->add_request("plain", prompt, plain).ok());
+  SamplingParams budget = plain;
+  budget.reasoning_budget = 5;
+  budget.reasoning_end_token = kEnd;
+  ASSERT_TRUE(e->add_request("budget", prompt, budget).ok());
+  SamplingParams zero = budget;
+  zero.reasoning_budget = 0;
+  ASSERT_TRUE(e->add_request("zero", prompt, zero).ok());
+  // The end token already written (here forced first): no budget applies after it.
+  SamplingParams closed = budget;
+  closed.forced_tokens = {kEnd};
+  ASSERT_TRUE(e->add_request("closed", prompt, closed).ok());
+  auto out = run_all(*e);
+  const auto& p = out["plain/0"];
+  const auto& b = out["budget/0"];
+  ASSERT_EQ(b.size(), 12u);
+  EXPECT_EQ(std::vector<int32_t>(b.begin(), b.begin() + 5), std::vector<int32_t>(p.begin(), p.begin() + 5));
+  EXPECT_EQ(b[5], kEnd) << "the budget's end token right after 5 tokens";
+  EXPECT_EQ(out["zero/0"][0], kEnd);
+  const auto& c = out["closed/0"];
+  ASSERT_EQ(c.size(), 12u);
+  EXPECT_EQ(c[0], kEnd);
+  // Nothing is forced later: the same tokens as a run without a budget.
+  auto e2 = engine(512);
+  SamplingParams unbudgeted = plain;
+  unbudgeted.forced_tokens = {kEnd};
+  ASSERT_TRUE(e2->add_request("closed", prompt, unbudgeted).ok());
+  EXPECT_EQ(run_all(*e2)["closed/0"], c);
+  SamplingParams bad = budget;
+  bad.reasoning_end_token = -1;
+  EXPECT_FALSE(e->add_request("bad", prompt, bad).ok());
+}
+
+// Ends its sequence at the `after`-th piece of text it is fed.
+class CountingStop final : public TextStop {
+ public:
+  CountingStop(int after, std::string* text) : after_(after), text_(text) {}
+  bool feed(std::string_view piece) override {
+    text_->append(piece);
+    return ++fed_ == after_;
+  }
+
+ private:
+  int after_, fed_ = 0;
+  std::string* text_;
+};
+
+TEST(EngineTextStop, EndsTheSequenceKeepingItsText) {
+  const std::string dir = data("m2-tiny-chat");
+  auto w = load_model(dir, LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  auto backend = make_cpu_backend();
+  MiniMaxM2 model(**w, *backend);
+  auto tok = text::Tokenizer::load_from_dir(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EngineConfig c;
+  c.num_blocks = 64;
+  c.kv_dtype = DType::kF32;
+  auto e = Engine::create(model, tok->get(), c);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  p.n = 2;
+  std::vector<std::string> seen(2);
+  int made = 0;
+  p.text_stop = std::make_shared<const TextStopFactory>(
+      [&] { return std::make_unique<CountingStop>(4, &seen[made++]); });
+  ASSERT_TRUE((*e)->add_request("r", {1, 2, 3, 4}, p).ok());
+  std::vector<std::string> text(2);
+  std::vector<RequestOutput> last(2);
+  for (int guard = 0; (*e)->has_unfinished() && guard < 1000; ++guard) {
+    auto step = (*e)->step();
+    ASSERT_TRUE(step.ok()) << step.status().message();
+    for (RequestOutput& o : *step) {
+      text[o.index] += o.new_text;
+      if (o.finished) last[o.index] = o;
+    }
+  }
+  EXPECT_EQ(made, 2) << "one stop condition per completion";
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(last[i].finish_reason, FinishReason::kStop);
+    EXPECT_EQ(last[i].num_output_tokens, 4);
+    EXPECT_TRUE(last[i].stop_string.empty());
+    EXPECT_EQ(text[i], seen[i]) << "the text that ended it is kept";
+  }
+}
+
+}  // namespace
+}  // namespace m2

@@ -22,6 +22,11 @@ namespace {
 
 std::string data(const std::string& rel) { return std::string(M2CPP_SOURCE_DIR) + "/tests/data/" + rel; }
 
+const ThinkingSigner& signer() {
+  static const ThinkingSigner s;
+  return s;
+}
+
 OrderedJson J(const char* text) { return OrderedJson::parse(text); }
 
 TEST(SamplingRequest, ReadsFieldsOverDefaults) {
@@ -143,8 +148,26 @@ TEST_F(ChatPromptTest, ToolChoiceForcesTheOpening) {
   auto none = build(("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + tools +
                      ", \"tool_choice\": \"none\"}").c_str());
   ASSERT_TRUE(none.ok());
-  EXPECT_FALSE(none->parse.parse_tool_calls);
+  EXPECT_TRUE(none->parse.parse_tool_calls);
+  ASSERT_TRUE(none->parse.allowed_tools.has_value());
+  EXPECT_TRUE(none->parse.allowed_tools->empty()) << "a call written anyway is dropped";
   EXPECT_TRUE(none->forced_after.empty());
+}
+
+TEST_F(ChatPromptTest, ContinuedTurnsAndTheParserState) {
+  auto answer = build(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "{"}],
+                          "continue_final_message": true})");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_EQ(answer->text.substr(answer->text.size() - 8), "]~b]ai\n{");
+  EXPECT_FALSE(answer->parse.starts_in_reasoning) << "the model continues the answer";
+  auto thinking = build(R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "", "reasoning_content": "First,"}], "continue_final_message": true})");
+  ASSERT_TRUE(thinking.ok()) << thinking.status().message();
+  EXPECT_TRUE(thinking->parse.starts_in_reasoning) << "the model continues its reasoning";
+  auto closed = build(R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->text.substr(closed->text.size() - 5), "[e~[\n");
+  EXPECT_FALSE(closed->parse.starts_in_reasoning);
 }
 
 TEST_F(ChatPromptTest, RefusesBadMessagesAndToolChoices) {
@@ -182,21 +205,22 @@ TEST_F(ChatPromptTest, TurnIsOneFittedEngineJob) {
 }
 
 TEST(AnthropicRequest, ConvertsBlocksToChatMessages) {
-  auto r = parse_anthropic_request(J(R"({
+  std::string body = R"({
     "model": "m", "max_tokens": 10, "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
     "stop_sequences": ["X"], "temperature": 0.2, "top_k": 5,
     "tools": [{"name": "t", "description": "d", "input_schema": {"type": "object"}}],
     "tool_choice": {"type": "any"},
     "messages": [
       {"role": "user", "content": "q"},
-      {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+      {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "SIG"},
                                         {"type": "text", "text": "ok"},
                                         {"type": "tool_use", "id": "toolu_1", "name": "t", "input": {"a": 1}}]},
       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r1"},
                                    {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
                                     "content": [{"type": "text", "text": "boom"}]},
-                                   {"type": "text", "text": "next"}]}]})"),
-                                   SamplingParams(), false);
+                                   {"type": "text", "text": "next"}]}]})";
+  body.replace(body.find("SIG"), 3, signer().sign("hmm"));
+  auto r = parse_anthropic_request(J(body.c_str()), SamplingParams(), signer(), false);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const OrderedJson& m = r->chat_body["messages"];
   ASSERT_EQ(m.size(), 6u);
@@ -214,6 +238,52 @@ TEST(AnthropicRequest, ConvertsBlocksToChatMessages) {
   EXPECT_EQ(*r->sampling.max_tokens, 10);
 }
 
+TEST(AnthropicRequest, ThinkingBlocksMustCarryThisServersSignature) {
+  const ThinkingSigner other;
+  const std::string sig = signer().sign("My plan.");
+  EXPECT_TRUE(signer().verify("My plan.", sig));
+  EXPECT_FALSE(signer().verify("My plan!", sig));
+  EXPECT_FALSE(other.verify("My plan.", sig)) << "another key: another server";
+  EXPECT_EQ(sig.size(), 44u) << "base64 of 32 bytes";
+  auto body = [](const std::string& thinking, const std::string& signature) {
+    OrderedJson b = J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "thinking"}, {"type": "text", "text": "ok"}]},
+        {"role": "user", "content": "more"}]})");
+    b["messages"][1]["content"][0]["thinking"] = thinking;
+    if (!signature.empty()) b["messages"][1]["content"][0]["signature"] = signature;
+    return b;
+  };
+  auto good = parse_anthropic_request(body("My plan.", sig), SamplingParams(), signer(), false);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->chat_body["messages"][1]["reasoning_content"], "My plan.");
+  auto tampered = parse_anthropic_request(body("My plan, changed.", sig), SamplingParams(), signer(), false);
+  ASSERT_FALSE(tampered.ok());
+  EXPECT_EQ(tampered.status().message().rfind("messages[1].content[0].signature: the thinking block is not as", 0), 0u)
+      << tampered.status().message();
+  auto unsigned_block = parse_anthropic_request(body("My plan.", ""), SamplingParams(), signer(), true);
+  ASSERT_FALSE(unsigned_block.ok()) << "count_tokens checks them too";
+  EXPECT_EQ(unsigned_block.status().message(), "messages[1].content[0] needs a string 'signature'");
+}
+
+TEST(AnthropicRequest, FinalAssistantMessageIsAPrefill) {
+  auto r = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}]})"),
+                                   SamplingParams(), signer(), false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->chat_body["continue_final_message"], true);
+  EXPECT_EQ(r->chat_body["messages"].back()["content"], "The answer is");
+  // An empty final assistant message asks for a new turn.
+  auto empty = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": []}]})"), SamplingParams(), signer(), false);
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_FALSE(empty->chat_body.contains("continue_final_message"));
+  EXPECT_EQ(empty->chat_body["messages"].size(), 1u);
+  auto space = parse_anthropic_request(J(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "Hi "}]})"), SamplingParams(), signer(), false);
+  ASSERT_FALSE(space.ok());
+  EXPECT_EQ(space.status().message(), "messages[1]: final assistant content cannot end with trailing whitespace");
+}
+
 TEST(AnthropicRequest, RefusesWhatTheModelCannotRead) {
   for (const char* body : {
            R"({"messages": [{"role": "user", "content": "x"}]})",  // no max_tokens
@@ -221,9 +291,9 @@ TEST(AnthropicRequest, RefusesWhatTheModelCannotRead) {
            R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})",
            R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search_20250305", "name": "w"}]})",
            R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "maybe"}})"}) {
-    EXPECT_FALSE(parse_anthropic_request(J(body), SamplingParams(), false).ok()) << body;
+    EXPECT_FALSE(parse_anthropic_request(J(body), SamplingParams(), signer(), false).ok()) << body;
   }
-  EXPECT_TRUE(parse_anthropic_request(J(R"({"messages": [{"role": "user", "content": "x"}]})"), SamplingParams(), true).ok());
+  EXPECT_TRUE(parse_anthropic_request(J(R"({"messages": [{"role": "user", "content": "x"}]})"), SamplingParams(), signer(), true).ok());
 }
 
 TEST(Replay, PlainTextAndMatchedEntries) {

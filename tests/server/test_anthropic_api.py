@@ -1,12 +1,15 @@
 """The Anthropic Messages API of `m2cpp serve` through the official
 `anthropic` SDK, on the tiny random chat model: whole and streamed
 messages with the exact event sequence, system prompts, sampling fields,
-count_tokens, and Anthropic-shaped errors."""
+count_tokens, Anthropic-shaped errors, and pings while a stream waits."""
+import threading
+import time
+
 import anthropic
 import httpx
 import pytest
 
-from live_server import MODEL_NAME
+from live_server import MODEL_NAME, ServerProcess, wait_for
 
 USER = [{"role": "user", "content": "Say something."}]
 
@@ -86,3 +89,34 @@ def test_long_max_tokens_is_clamped_to_the_context(anthropic_client):
     m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=32000, messages=USER, stop_sequences=["e"],
                                          extra_body={"temperature": 0})
     assert m.stop_reason in ("end_turn", "stop_sequence", "max_tokens")
+
+
+def test_pings_while_a_stream_waits():
+    # One running sequence: the streamed message waits behind a ~5 s generation,
+    # and must show it is alive meanwhile (message_start, then pings).
+    s = ServerProcess("--max-num-seqs", "1", "--step-delay-ms", "20")
+    try:
+        blocker = threading.Thread(target=lambda: httpx.post(
+            s.url + "/v1/completions", json={"model": MODEL_NAME, "prompt": "x", "max_tokens": 250,
+                                              "ignore_eos": True}, timeout=60))
+        blocker.start()
+        assert wait_for(lambda: s.metric("m2cpp:num_requests_running") == 1)
+        body = {"model": MODEL_NAME, "max_tokens": 2, "stream": True, "messages": USER}
+        events = []  # (seconds since the request, event name)
+        start = time.monotonic()
+        with httpx.stream("POST", s.url + "/v1/messages", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    events.append((time.monotonic() - start, line[len("event: "):]))
+        blocker.join()
+    finally:
+        assert s.stop() == 0
+    names = [n for _, n in events]
+    assert names[:2] == ["message_start", "ping"] and events[0][0] < 1.0
+    first_block = names.index("content_block_start")
+    waited = events[first_block][0]
+    assert waited > 3.0, "the message waited behind the other request"
+    assert names[:first_block].count("ping") >= 2
+    times = [t for t, _ in events[:first_block + 1]]
+    assert max(b - a for a, b in zip(times, times[1:])) < 3.5, f"a gap without events: {events}"
+    assert names[-2:] == ["message_delta", "message_stop"]

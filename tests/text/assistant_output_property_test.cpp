@@ -163,6 +163,12 @@ void run_property(uint32_t seed, int outputs) {
         kTools, gen.chance(50) ? ReasoningMode::kSplit : ReasoningMode::kAppendThink);
     options.starts_in_reasoning = gen.chance(90);
     options.parse_tool_calls = gen.chance(95);
+    switch (gen.uniform(0, 5)) {  // tool_choice none, a named or allowed subset, or every tool
+      case 0: options.allowed_tools = ToolNameSet{}; break;
+      case 1: options.allowed_tools = ToolNameSet{"get_weather"}; break;
+      case 2: options.allowed_tools = ToolNameSet{"run", "unknown_tool"}; break;
+      default: break;
+    }
     options.id_seed = seed * 100000u + i;
     const AssistantMessage whole = parse_assistant_output(raw, options);
     with_calls += !whole.tool_calls.empty();

@@ -113,6 +113,55 @@ TEST(ChatTemplate, ChatTemplateKwargsReachTheTemplate) {
   EXPECT_EQ(no_prompt.value(), "<|im_start|>user\nHi<|im_end|>\n");
 }
 
+TEST(ChatTemplate, ContinueFinalMessageLeavesTheTurnOpen) {
+  const std::string head = "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n";
+  auto prefill = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "{\"answer\": "}], "continue_final_message": true})");
+  ASSERT_TRUE(prefill.ok()) << prefill.status().message();
+  EXPECT_EQ(*prefill, head + "{\"answer\": ") << "the trailing space is kept: the template kept it";
+  // With its reasoning: the reasoning is rendered closed, the answer continues.
+  auto reasoned = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "reasoning_content": "Plan.", "content": "Sure"}], "continue_final_message": true})");
+  ASSERT_TRUE(reasoned.ok()) << reasoned.status().message();
+  EXPECT_EQ(*reasoned, head + "<think>\nPlan.\n</think>\n\nSure");
+  // Reasoning only: the model continues its reasoning.
+  auto thinking = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "reasoning_content": "First,", "content": ""}], "continue_final_message": true})");
+  ASSERT_TRUE(thinking.ok()) << thinking.status().message();
+  EXPECT_EQ(*thinking, head + "<think>\nFirst,");
+  // add_generation_prompt false alone: the prompt ends where the last message does.
+  auto closed = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "Hello"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(*closed, head + "Hello[e~[\n");
+  for (const char* bad : {
+           R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": " "}],
+               "continue_final_message": true})",
+           R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "x", "tool_calls": [
+               {"type": "function", "function": {"name": "f", "arguments": {}}}]}], "continue_final_message": true})"}) {
+    auto r = render_request("minimax-m2", bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("continue_final_message: ", 0), 0u) << r.status().message();
+  }
+}
+
+TEST(ChatTemplate, EnableThinkingFalseClosesM2sReasoning) {
+  // M2's template has no switch: the server closes the generation prompt's <think>.
+  auto off = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"}],
+                                             "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(*off, "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n</think>\n\n");
+  auto on = render_request("minimax-m2", R"({"messages": [{"role": "user", "content": "Hi"}],
+                                            "chat_template_kwargs": {"enable_thinking": true}})");
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(on->substr(on->size() - 8), "<think>\n");
+  auto m2 = ChatTemplate::load_from_dir(kFixtures + "minimax-m2");
+  auto qwen = ChatTemplate::load_from_dir(kFixtures + "qwen3");
+  ASSERT_TRUE(m2.ok() && qwen.ok());
+  EXPECT_FALSE(m2->handles_thinking_switch());
+  EXPECT_TRUE(qwen->handles_thinking_switch()) << "qwen3 renders its own (see ChatTemplateKwargsReachTheTemplate)";
+}
+
 TEST(ChatTemplate, JinjaFileWinsOverTokenizerConfig) {
   TempDir dir;
   dir.write("chat_template.jinja", "from file {{ bos_token }}");
@@ -216,8 +265,11 @@ TEST(NormalizeOpenAiMessages, ErrorsNameTheMessage) {
             "tools: expected an array, got object");
   EXPECT_EQ(error(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})"),
             "chat_template_kwargs: 'messages' cannot be set here; use the request field");
-  EXPECT_EQ(error(R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})"),
-            "continue_final_message: not supported");
+  EXPECT_EQ(error(R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": 1})"),
+            "continue_final_message: expected a boolean, got number");
+  EXPECT_EQ(error(R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+                     "add_generation_prompt": true})"),
+            "continue_final_message and add_generation_prompt cannot both be true");
 }
 
 }  // namespace

@@ -73,5 +73,15 @@ TEST(ReasoningParser, PromptWithoutOpenThink) {
   expect_split("\nA", ReasoningMode::kAppendThink, false, std::nullopt, "", "\nA");
 }
 
+TEST(ReasoningParser, PromptOpensReasoning) {
+  const std::string head = "]~!b[]~b]system\nS[e~[\n]~b]user\nWhat is <think>?[e~[\n]~b]ai\n";
+  EXPECT_TRUE(prompt_opens_reasoning(head + "<think>\n"));                       // the generation prompt
+  EXPECT_TRUE(prompt_opens_reasoning(head + "<think>\nFirst,"));                 // a continued reasoning
+  EXPECT_FALSE(prompt_opens_reasoning(head + "<think>\n</think>\n\n"));          // thinking closed
+  EXPECT_FALSE(prompt_opens_reasoning(head + "<think>\nPlan.\n</think>\n\n{"));  // a continued answer
+  EXPECT_FALSE(prompt_opens_reasoning(head + "{"));  // the user's own "<think>" is in another message
+  EXPECT_FALSE(prompt_opens_reasoning(head + "Hello[e~[\n"));
+}
+
 }  // namespace
 }  // namespace m2::text

@@ -375,15 +375,48 @@ TEST(ToolCallParser, AppendThinkDoesNotParseInsideThink) {
   EXPECT_EQ(m.content, "<think>" + raw);
 }
 
-TEST(ToolCallParser, ToolChoiceNoneLeavesBlocksAsContent) {
+TEST(ToolCallParser, ToolChoiceNoneDropsCalls) {
+  // tool_choice "none": a call the model writes anyway is parsed and dropped,
+  // never returned as text.
   Json request = {{"tools", Json::parse(kTools)}, {"tool_choice", "none"}};
   AssistantParseOptions options = options_from_request(request);
-  const std::string raw = "r</think>\n\n" + block(weather_call("A", "1"));
+  ASSERT_TRUE(options.allowed_tools.has_value());
+  EXPECT_TRUE(options.allowed_tools->empty());
+  const std::string raw = "r</think>\n\nBefore.\n" + block(weather_call("A", "1")) + "\nAfter.";
   const AssistantMessage m = parse_and_check_streams(raw, options);
   EXPECT_TRUE(m.tool_calls.empty());
-  EXPECT_EQ(m.content, block(weather_call("A", "1")));
-  // No tools in the request: the same.
+  EXPECT_EQ(m.content, "Before.\nAfter.");
+  // No tools in the request: blocks are text (vLLM).
   EXPECT_FALSE(options_from_request(Json{{"messages", Json::array()}}).parse_tool_calls);
+}
+
+TEST(ToolCallParser, OnlyAllowedToolsAreCalled) {
+  AssistantParseOptions options = tools_options();
+  options.allowed_tools = ToolNameSet{"edit_file"};
+  const std::string edit = "<invoke name=\"edit_file\">\n<parameter name=\"path\">a</parameter>\n</invoke>\n";
+  const std::string raw = "r</think>\n\n" + block(weather_call("A", "1") + edit + weather_call("B", "2"));
+  const AssistantMessage m = parse_and_check_streams(raw, options);
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].name, "edit_file");
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"path\": \"a\"}");
+  EXPECT_FALSE(m.content.has_value());
+  // The first call's id: dropped calls take none.
+  AssistantParseOptions seeded = options;
+  seeded.id_seed = 1234;
+  ToolCallIdGenerator ids(1234);
+  EXPECT_EQ(parse_assistant_output(raw, seeded).tool_calls[0].id, ids.next());
+}
+
+TEST(ToolCallParser, DroppedCallCutOffDropsTheRest) {
+  AssistantParseOptions options = tools_options();
+  options.allowed_tools = ToolNameSet{};
+  const std::string raw = "r</think>\n\nText\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"lo";
+  const AssistantMessage m = parse_and_check_streams(raw, options);
+  EXPECT_TRUE(m.tool_calls.empty());
+  EXPECT_EQ(m.content, "Text");
+  // Cut off before the name is complete: nothing was decided, it stays text.
+  const std::string early = "r</think>\n\nText\n<minimax:tool_call>\n<invoke name=\"get_wea";
+  EXPECT_EQ(parse_and_check_streams(early, options).content, "Text\n<minimax:tool_call>\n<invoke name=\"get_wea");
 }
 
 TEST(ToolCallParser, InvalidUtf8IsReplaced) {

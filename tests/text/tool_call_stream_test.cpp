@@ -170,6 +170,20 @@ TEST(ToolCallStream, ForcedToolCallAfterReasoning) {
   EXPECT_EQ(r.content, "");
 }
 
+TEST(ToolCallStream, CompleteCallsAreCountedAtTheirInvokeClose) {
+  // What stops a parallel_tool_calls: false generation: the first call is
+  // complete as soon as its `</invoke>` has been fed, not before.
+  Recorder r;
+  r.feed("ok</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"days\">1</parameter>\n");
+  EXPECT_EQ(r.parser.num_complete_tool_calls(), 0);
+  r.feed("</invoke");
+  EXPECT_EQ(r.parser.num_complete_tool_calls(), 0);
+  r.feed(">");
+  EXPECT_EQ(r.parser.num_complete_tool_calls(), 1);
+  r.feed("\n<invoke name=\"get_weather\">\n</invoke>\n</minimax:tool_call>");
+  EXPECT_EQ(r.parser.num_complete_tool_calls(), 2);
+}
+
 TEST(ToolCallStream, IncompleteCallIsReported) {
   Recorder r;
   r.feed("</think><minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">4");

@@ -1,0 +1,27 @@
+// Signatures of Anthropic thinking blocks: HMAC-SHA256 of the block's text
+// under a key drawn at random when the server starts, base64-encoded. A
+// block that comes back in a conversation must carry the signature of its
+// exact text, so a client cannot put words in the model's reasoning (the
+// template feeds that reasoning back to the model). The key lives only in
+// the process: a server restarted with a new key refuses the thinking
+// blocks an older one signed.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace m2::server {
+
+class ThinkingSigner {
+ public:
+  ThinkingSigner();  // a fresh random key (OpenSSL's RAND_bytes; aborts if the generator fails)
+  std::string sign(std::string_view thinking) const;
+  // Constant-time comparison of `signature` with sign(thinking).
+  bool verify(std::string_view thinking, std::string_view signature) const;
+
+ private:
+  std::array<unsigned char, 32> key_{};
+};
+
+}  // namespace m2::server
