@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "server/http_framing.h"
 #include "util/log.h"
 
 namespace m2::server {
@@ -139,7 +140,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Headers headers = std::move(r.headers);
     headers.emplace_back("Content-Length", std::to_string(r.body.size()));
     std::string bytes = status_line_and_headers(r.status, r.content_type, headers, keep_alive_) + "\r\n";
-    bytes += r.body;
+    if (!head_only_) bytes += r.body;  // a HEAD response has no body, whatever its Content-Length
     state_ = State::kDone;
     enqueue(std::move(bytes));
   }
@@ -147,20 +148,28 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_stream(uint64_t serial, int status, const std::string& content_type, const Headers& headers) {
     if (serial != serial_ || state_ != State::kHandling) return;
     Headers h = headers;
-    h.emplace_back("Transfer-Encoding", "chunked");
+    // An HTTP/1.0 client knows no chunked coding: its stream ends when the
+    // connection closes.
+    if (http10_) keep_alive_ = false;
+    else h.emplace_back("Transfer-Encoding", "chunked");
     h.emplace_back("Cache-Control", "no-cache");
     state_ = State::kStreaming;
     enqueue(status_line_and_headers(status, content_type, h, keep_alive_) + "\r\n");
   }
 
   void write_chunk(uint64_t serial, std::string data) {
-    if (serial != serial_ || state_ != State::kStreaming || data.empty()) return;
+    if (serial != serial_ || state_ != State::kStreaming || data.empty() || head_only_) return;
+    if (http10_) return enqueue(std::move(data));
     enqueue(fmt::format("{:x}\r\n", data.size()) + data + "\r\n");
   }
 
   void end_stream(uint64_t serial) {
     if (serial != serial_ || state_ != State::kStreaming) return;
     state_ = State::kDone;
+    if (http10_ || head_only_) {
+      if (!writing_) finish_exchange();
+      return;
+    }
     enqueue("0\r\n\r\n");
   }
 
@@ -180,48 +189,101 @@ class Session : public std::enable_shared_from_this<Session> {
     state_ = State::kReading;
     parser_.emplace();
     parser_->body_limit(server_.config_.max_body_bytes);
-    parser_->header_limit(64 * 1024);
+    parser_->header_limit(kHeaderLimitBytes);
     stream_.expires_after(server_.config_.idle_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::operation_aborted || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::eof) {
-      return close();
-    }
-    HttpRequest req;
-    req.remote = remote_;
-    if (ec == http::error::body_limit) {
-      req.body_too_large = true;
-    } else if (ec) {
-      // Malformed HTTP: there is no request to hand to the API layer.
-      keep_alive_ = false;
-      state_ = State::kHandling;
-      ++serial_;
-      HttpResponse r;
-      r.status = 400;
-      r.content_type = "text/plain";
-      r.body = "bad HTTP request: " + ec.message() + "\n";
-      return respond(serial_, std::move(r));
-    }
-    auto& msg = parser_->get();
-    req.method = str(msg.method_string());
-    req.target = str(msg.target());
-    req.path = req.target.substr(0, req.target.find('?'));
-    for (const auto& field : msg) req.headers.emplace_back(lowercase(str(field.name_string())), str(field.value()));
-    if (!req.body_too_large) req.body = std::move(msg.body());
-    keep_alive_ = msg.keep_alive() && !req.body_too_large;
-    parser_.reset();
+  static bool connection_gone(const beast::error_code& ec) {
+    return ec == http::error::end_of_stream || ec == net::error::operation_aborted || ec == beast::error::timeout ||
+           ec == net::error::connection_reset || ec == net::error::eof;
+  }
 
+  // The head is in: its framing is checked (http_framing.h) before a byte of
+  // the body is read, so a request whose length is ambiguous never leaves
+  // bytes behind to be taken for the next request.
+  void on_header(beast::error_code ec) {
+    if (connection_gone(ec)) return close();
+    if (ec == http::error::header_limit)
+      return reject(431, fmt::format("the request head is larger than {} KiB", kHeaderLimitBytes / 1024));
+    if (ec == http::error::bad_version) {
+      const auto bytes = buffer_.data();
+      const std::string_view line(static_cast<const char*>(bytes.data()), std::min<size_t>(bytes.size(), 1024));
+      const int status = refused_version_status(line);
+      return reject(status, status == 505 ? "this HTTP version is not supported (HTTP/1.0 and HTTP/1.1 are)"
+                                          : "bad HTTP request: " + ec.message());
+    }
+    // body_limit here: the Content-Length alone is over the limit (413 below).
+    if (ec && ec != http::error::body_limit) return reject(400, "bad HTTP request: " + ec.message());
+    auto& msg = parser_->get();
+    RequestHead head;
+    head.version = static_cast<int>(msg.version());
+    head.method = str(msg.method_string());
+    head.target = str(msg.target());
+    for (const auto& field : msg) head.headers.emplace_back(lowercase(str(field.name_string())), str(field.value()));
+    const FramingVerdict verdict = check_request_head(head);
+    if (!verdict.ok()) return reject(verdict.status, verdict.message);
+
+    request_ = HttpRequest();
+    request_.remote = remote_;
+    request_.method = std::move(head.method);
+    request_.target = verdict.target;
+    request_.path = verdict.path;
+    request_.headers = std::move(head.headers);  // the head's only: trailers of a chunked body are not headers
+    head_only_ = request_.method == "HEAD";
+    http10_ = head.version < 11;
+    keep_alive_ = msg.keep_alive();
+    if (ec == http::error::body_limit) return body_too_large();
+    if (parser_->is_done()) return dispatch();
+    if (!verdict.expects_continue) return read_body();
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->read_body();
+    });
+  }
+
+  void read_body() {
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (connection_gone(ec)) return self->close();
+      if (ec == http::error::body_limit) return self->body_too_large();
+      if (ec) return self->reject(400, "bad HTTP request body: " + ec.message());
+      self->request_.body = std::move(self->parser_->get().body());
+      self->dispatch();
+    });
+  }
+
+  // The body is not read: the handler answers 413 and the connection closes.
+  void body_too_large() {
+    request_.body_too_large = true;
+    keep_alive_ = false;
+    dispatch();
+  }
+
+  // Malformed HTTP: there is no request to hand to the API layer. The
+  // connection closes after the answer (what follows cannot be framed).
+  void reject(int status, std::string message) {
+    keep_alive_ = false;
+    head_only_ = false;
+    state_ = State::kHandling;
+    ++serial_;
+    HttpResponse r;
+    r.status = status;
+    r.content_type = "text/plain";
+    r.body = std::move(message) + "\n";
+    respond(serial_, std::move(r));
+  }
+
+  void dispatch() {
+    parser_.reset();
     state_ = State::kHandling;
     ++serial_;
     stream_.expires_never();
     auto exchange = std::make_shared<Exchange>(shared_from_this(), serial_);
     exchange_ = exchange;
     watch_disconnect(serial_);
-    server_.handler_(std::move(req), std::move(exchange));
+    server_.handler_(std::move(request_), std::move(exchange));
   }
 
   // While a response is being produced nothing is read from the socket, so
@@ -270,15 +332,34 @@ class Session : public std::enable_shared_from_this<Session> {
   void finish_exchange() {
     on_disconnect_ = nullptr;
     exchange_.reset();
-    if (!keep_alive_) {
-      beast::error_code ec;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-      return close();
-    }
+    if (!keep_alive_) return linger();
     // Cancels the disconnect watch (its handler sees kReading and returns).
     beast::error_code ec;
     stream_.socket().cancel(ec);
     read_request();
+  }
+
+  // Closing a socket with unread input makes the kernel send a reset, which
+  // can destroy the response before the client has read it (a 400 sent
+  // while the rest of a bad request is still arriving). So the sending side
+  // is shut first and the input read and dropped until the client closes,
+  // kLingerBytes arrive or kLinger passes.
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().cancel(ec);  // the disconnect watch
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close();
+    linger_buffer_ = std::make_unique<char[]>(kLingerChunk);
+    stream_.expires_after(kLinger);
+    drain(0);
+  }
+
+  void drain(size_t drained) {
+    stream_.async_read_some(net::buffer(linger_buffer_.get(), kLingerChunk),
+                            [self = shared_from_this(), drained](beast::error_code ec, size_t n) {
+                              if (ec || drained + n >= kLingerBytes) return self->close();
+                              self->drain(drained + n);
+                            });
   }
 
   void close() {
@@ -299,7 +380,16 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   std::string remote_;
   beast::flat_buffer buffer_;
+  static constexpr size_t kHeaderLimitBytes = 64 * 1024;
+  static constexpr size_t kLingerChunk = 4096;
+  static constexpr size_t kLingerBytes = 1 << 20;
+  static constexpr std::chrono::seconds kLinger{2};
+
   std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;     // the one being read
+  bool head_only_ = false;  // HEAD: headers without the body
+  bool http10_ = false;     // an HTTP/1.0 client: no chunked coding, no keep-alive for streams
+  std::unique_ptr<char[]> linger_buffer_;
   State state_ = State::kReading;
   uint64_t serial_ = 0;
   bool keep_alive_ = true;

@@ -154,7 +154,13 @@ void Server::route(HttpRequest& request, const std::shared_ptr<ResponseWriter>& 
   else if (path == "/v1/messages/count_tokens") handler = handle_count_tokens, model_required = true;
   const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
   if (!handler && !tokenizer_route) return error(404, "no route for " + method + " " + path);
-  if (method != "POST") return error(405, "use POST for " + path);
+  if (method != "POST") {
+    ApiError e = bad_request("use POST for " + path);
+    e.status = 405;
+    HttpResponse r = error_response(e, flavor);
+    r.headers.emplace_back("Allow", "POST");  // RFC 9110 §15.5.6: a 405 names the methods that work
+    return respond_logged(ctx_, request, *writer, std::move(r));
+  }
 
   auto parsed = text::parse_ordered_json(request.body, "request body");
   if (!parsed.ok()) return error(400, parsed.status().message());
