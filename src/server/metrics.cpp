@@ -31,9 +31,19 @@ Metrics::Metrics()
       e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
             960.0, 1920.0, 7680.0}) {}
 
-void Metrics::count_request(const std::string& route, int status) {
+const char* route_label(std::string_view path) {
+  static constexpr const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                            "/v1/messages/count_tokens", "/v1/models", "/tokenize", "/detokenize",
+                                            "/health", "/metrics", "/version"};
+  for (const char* route : kRoutes)
+    if (path == route) return route;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{model}";
+  return "other";
+}
+
+void Metrics::count_request(std::string_view path, int status) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++requests_[{route, status}];
+  ++requests_[{route_label(path), status}];
 }
 
 void Metrics::count_tokens(int64_t prompt, int64_t generated) {
