@@ -26,7 +26,7 @@ OrderedJson model_card(const ServerContext& ctx, const std::string& name) {
           {"object", "model"},
           {"created", unix_now()},
           {"owned_by", "m2cpp"},
-          {"root", ctx.options.model_root},
+          {"root", ctx.options.model_root},  // the directory's name: clients need no server paths
           {"parent", nullptr},
           {"max_model_len", ctx.max_model_len},
           {"permission", OrderedJson::array()}};
@@ -84,14 +84,16 @@ Result<std::unique_ptr<Server>> Server::create(const HttpServerConfig& http, Ser
 
 void Server::handle(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer) {
   const ApiFlavor flavor = request.path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
-  // No input may take the server down: whatever a handler throws becomes a 500.
+  // No input may take the server down: whatever a handler throws becomes a
+  // 500 (a bug: bad input gets a 400 naming the field). The exception's text
+  // is logged, not sent: it names library internals, not the request's fault.
   try {
     route(request, writer);
   } catch (const std::exception& e) {
     log_error("{} {}: {}", request.method, request.path, e.what());
     ApiError error;
     error.status = 500;
-    error.message = std::string("internal error: ") + e.what();
+    error.message = "internal error (logged by the server)";
     respond_error(ctx_, request, *writer, error, flavor);
   }
 }

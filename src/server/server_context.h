@@ -23,7 +23,7 @@ struct ServerOptions {
   text::ReasoningMode reasoning = text::ReasoningMode::kSplit;  // OpenAI chat only
   bool access_log = true;
   int retry_after_s = 1;                         // Retry-After of 429 / 503
-  std::string model_root;                        // -m, reported as the model's root
+  std::string model_root;                        // the -m directory's last component, reported as the model's root
 };
 
 struct ServerContext {
