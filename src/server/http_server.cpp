@@ -80,10 +80,27 @@ class HttpServer::Impl {
   Impl(const HttpServerConfig& config, HttpHandler handler)
       : config_(config), handler_(std::move(handler)), acceptor_(net::make_strand(ioc_)) {}
 
-  Status listen() {
+  // An IP address, or a host name ("localhost") resolved once, here: its
+  // first IPv4 address, else its first.
+  Result<net::ip::address> resolve() {
     beast::error_code ec;
     auto address = net::ip::make_address(config_.host, ec);
-    if (ec) return errorf("--host {}: not an IP address ({})", config_.host, ec.message());
+    if (!ec) return address;
+    tcp::resolver resolver(ioc_);
+    const auto results = resolver.resolve(config_.host, "", tcp::resolver::passive | tcp::resolver::address_configured, ec);
+    if (ec || results.empty())
+      return errorf("--host {}: neither an IP address nor a host name that resolves ({})", config_.host,
+                    ec ? ec.message() : "no address");
+    for (const auto& r : results)
+      if (r.endpoint().address().is_v4()) return r.endpoint().address();
+    return results.begin()->endpoint().address();
+  }
+
+  Status listen() {
+    if (config_.port < 0 || config_.port > 65535) return errorf("--port {}: must be in [0, 65535]", config_.port);
+    M2_ASSIGN_OR_RETURN(const net::ip::address address, resolve());
+    loopback_ = address.is_loopback();
+    beast::error_code ec;
     tcp::endpoint ep(address, static_cast<unsigned short>(config_.port));
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -114,6 +131,7 @@ class HttpServer::Impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   int port_ = 0;
+  bool loopback_ = true;
 };
 
 namespace {
@@ -446,6 +464,8 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::port() const { return impl_->port_; }
+
+bool HttpServer::loopback() const { return impl_->loopback_; }
 
 size_t HttpServer::num_connections() const { return impl_->connections_.load(); }
 

@@ -65,7 +65,7 @@ class ResponseWriter {
 using HttpHandler = std::function<void(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer)>;
 
 struct HttpServerConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // an IP address or a host name
   int port = 8000;               // 0: any free port (see HttpServer::port())
   int io_threads = 2;
   size_t max_body_bytes = 32u << 20;
@@ -79,6 +79,8 @@ class HttpServer {
   ~HttpServer();
 
   int port() const;
+  // The bound address is a loopback one (127.0.0.0/8, ::1): no other machine can connect.
+  bool loopback() const;
   void start();
   // Closes the listening socket: new connections are refused; open ones go on.
   void stop_accepting();
