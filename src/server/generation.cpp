@@ -32,6 +32,7 @@ void Generation::start(std::vector<EngineJob> jobs) {
     job_ids_.push_back(jobs.size() == 1 ? id_ : id_ + "-" + std::to_string(i));
     remaining_.push_back(jobs[i].params.n);
   }
+  prompt_counted_.assign(jobs.size(), false);
   jobs_left_ = jobs.size();
   for (size_t i = 0; i < jobs.size(); ++i) {
     LoopRequest r;
@@ -66,6 +67,7 @@ void Generation::start(std::vector<EngineJob> jobs) {
 }
 
 void Generation::deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at) {
+  count_tokens(job, outputs);
   if (failed_ || writer_->disconnected()) return;
   if (!error.ok()) {
     failed_ = true;
@@ -84,14 +86,7 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
       have_token_ = true;
       last_token_ = at;
     }
-    if (o.finished) {
-      output_tokens_ += o.num_output_tokens;
-      if (o.index == 0) {
-        prompt_tokens_ += o.num_prompt_tokens;
-        cached_tokens_ += o.num_cached_tokens;
-      }
-      if (--remaining_[job] == 0) --jobs_left_;
-    }
+    if (o.finished && --remaining_[job] == 0) --jobs_left_;
     on_output(job, o);
   }
   if (jobs_left_ == 0) {
@@ -102,9 +97,23 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
                                   static_cast<double>(output_tokens_ - 1)
                             : -1;
     ctx_.metrics.observe_request(ttft, tpot, e2e);
-    ctx_.metrics.count_tokens(prompt_tokens_, output_tokens_);
     on_complete();
   }
+}
+
+void Generation::count_tokens(size_t job, const std::vector<RequestOutput>& outputs) {
+  int64_t prompt = 0, generated = 0;
+  for (const RequestOutput& o : outputs) {
+    generated += static_cast<int64_t>(o.new_token_ids.size());
+    if (o.index == 0 && !prompt_counted_[job]) {  // the prompt is computed once for all n completions
+      prompt_counted_[job] = true;
+      prompt += o.num_prompt_tokens;
+      cached_tokens_ += o.num_cached_tokens;
+    }
+  }
+  prompt_tokens_ += prompt;
+  output_tokens_ += generated;
+  ctx_.metrics.count_tokens(prompt, generated);
 }
 
 void Generation::abort_all() {

@@ -63,6 +63,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   void deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at);
   void abort_all();
+  // Tokens are counted as the engine produces them (as vLLM counts them), so
+  // that a request cancelled by its client's disconnect still shows what it
+  // cost in the metrics and the access log.
+  void count_tokens(size_t job, const std::vector<RequestOutput>& outputs);
 
   std::string route_, method_, remote_;
   Clock::time_point start_;
@@ -70,6 +74,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool have_token_ = false;
   std::vector<std::string> job_ids_;
   std::vector<int> remaining_;  // completions not finished, per job
+  std::vector<bool> prompt_counted_;  // per job
   size_t jobs_left_ = 0;
   bool failed_ = false, logged_ = false;
 };

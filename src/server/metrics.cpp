@@ -72,8 +72,10 @@ std::string Metrics::render(const EngineLoopStats& s) const {
          "# TYPE m2cpp:http_requests_total counter\n";
   for (const auto& [key, n] : requests_)
     out += fmt::format("m2cpp:http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
-  counter("m2cpp:prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
-  counter("m2cpp:generation_tokens_total", "Generated tokens of finished requests.",
+  counter("m2cpp:prompt_tokens_total", "Prompt tokens computed (counted at a request's first output).",
+          static_cast<double>(prompt_tokens_));
+  counter("m2cpp:generation_tokens_total",
+          "Generated tokens, counted as produced (running and cancelled requests included).",
           static_cast<double>(generation_tokens_));
   ttft_.render("m2cpp:time_to_first_token_seconds", "Time from request arrival to its first token.", &out);
   tpot_.render("m2cpp:time_per_output_token_seconds", "Mean time between output tokens of a request.", &out);

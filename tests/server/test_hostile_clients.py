@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from live_server import MODEL, MODEL_NAME, wait_for
+from live_server import MODEL, MODEL_NAME, ServerProcess, wait_for
 
 
 def raw(server, data, timeout=10):
@@ -67,3 +67,27 @@ def test_no_server_paths_reach_clients(server):
         {"role": "tool", "tool_call_id": "x", "content": "y"}]})
     assert r.status_code == 400, r.text
     assert MODEL not in r.text and "tokenizer_config.json" in r.text, r.text
+
+
+def test_tokens_of_disconnected_requests_are_counted():
+    s = ServerProcess("--step-delay-ms", "5")
+    try:
+        before = s.metric("m2cpp:generation_tokens_total") or 0
+        prompt_before = s.metric("m2cpp:prompt_tokens_total") or 0
+        body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2000,
+                "ignore_eos": True, "stream": True}
+        with httpx.Client(timeout=60) as client:
+            with client.stream("POST", s.url + "/v1/chat/completions", json=body) as resp:
+                n = 0
+                for line in resp.iter_lines():
+                    n += line.startswith("data: ")
+                    if n == 12:
+                        break
+        rec = wait_for(lambda: [r for r in s.access_records() if r["status"] == 499])
+        assert rec, s.log_text()[-2000:]
+        assert rec[0]["completion_tokens"] >= 10 and rec[0]["prompt_tokens"] > 0, rec
+        assert wait_for(lambda: s.metric("m2cpp:kv_cache_blocks_used") == 0)
+        assert s.metric("m2cpp:generation_tokens_total") - before >= rec[0]["completion_tokens"]
+        assert s.metric("m2cpp:prompt_tokens_total") - prompt_before == rec[0]["prompt_tokens"]
+    finally:
+        assert s.stop() == 0
