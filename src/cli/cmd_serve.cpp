@@ -20,6 +20,7 @@
 #include "cli/shutdown_signals.h"
 #include "engine/engine_loop.h"
 #include "server/server.h"
+#include "util/fd_limit.h"
 #include "util/log.h"
 
 namespace m2::cli {
@@ -42,6 +43,9 @@ struct ServeArgs {
   std::string replay;
   int io_threads = 2;
   size_t max_body_bytes = 32u << 20;
+  size_t max_connections = 1024;
+  size_t max_stream_buffer_bytes = 256u << 10;
+  double stream_stall_timeout = 60;  // seconds
   double shutdown_timeout = 30;
   bool disable_access_log = false;
   double step_delay_ms = 0;
@@ -53,6 +57,22 @@ std::string dir_name(const std::string& dir) {
   std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().string();
+}
+
+// --max-connections, kept under the file-descriptor limit (raised to the
+// hard limit first) with room for the model's files, logs and the
+// connection being refused: at the fd limit the kernel, not the server,
+// would refuse, and silently.
+size_t connection_cap(size_t wanted) {
+  const FdLimit fds = raise_fd_limit();
+  if (fds.soft > fds.before) log_info("m2cpp serve: file descriptor limit raised from {} to {}", fds.before, fds.soft);
+  const uint64_t reserve = std::min<uint64_t>(128, fds.soft / 4);
+  const uint64_t room = fds.soft > reserve ? fds.soft - reserve : 1;
+  if (wanted <= room) return wanted;
+  log_warn("m2cpp serve: --max-connections {} does not fit the file descriptor limit {} (hard limit {}): at most {} "
+           "connections (raise the limit with ulimit -n)",
+           wanted, fds.soft, fds.hard, room);
+  return static_cast<size_t>(room);
 }
 
 int run_serve(ModelOptions mo, const ServeArgs& a) {
@@ -82,6 +102,10 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   http.port = a.port;
   http.io_threads = a.io_threads;
   http.max_body_bytes = a.max_body_bytes;
+  http.max_connections = connection_cap(a.max_connections);
+  http.retry_after_s = ctx.options.retry_after_s;
+  http.max_output_buffer_bytes = a.max_stream_buffer_bytes;
+  http.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.stream_stall_timeout * 1000));
   auto srv = server::Server::create(http, ctx);
   if (!srv.ok()) return fail(srv.status());
   (*srv)->start();
@@ -195,6 +219,16 @@ Command make_serve(CLI::App& parent) {
   app->add_option("--io-threads", a->io_threads, "Threads serving the sockets")->check(int_range(1, 256));
   app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
       ->check(int_range(1, kInt64Max));
+  app->add_option("--max-connections", a->max_connections,
+                  "Connections open at once; more get 503 + Retry-After (kept under the file descriptor limit)")
+      ->check(int_range(1, 1 << 24));
+  app->add_option("--max-stream-buffer-bytes", a->max_stream_buffer_bytes,
+                  "Response bytes a connection may hold unsent before its generation pauses (backpressure)")
+      ->check(int_range(1024, kInt64Max));
+  app->add_option("--stream-stall-timeout", a->stream_stall_timeout,
+                  "Seconds a paused response may wait for its client to read before the connection is closed and "
+                  "the request cancelled")
+      ->check(positive_number(86400));
   app->add_option("--shutdown-timeout", a->shutdown_timeout,
                   "Seconds running requests may take to finish after SIGTERM before they are cancelled")
       ->check(number_range(0, 86400));

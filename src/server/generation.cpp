@@ -63,6 +63,7 @@ void Generation::start(std::vector<EngineJob> jobs) {
     }
   }
   writer_->on_disconnect([self] { self->abort_all(); });
+  writer_->on_backpressure([self](bool paused) { self->pause_all(paused); });
   on_admitted();
 }
 
@@ -122,6 +123,12 @@ void Generation::abort_all() {
   for (size_t k = 0; k < job_ids_.size(); ++k)
     if (remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
   log_done(499, "abort");  // nginx's "client closed request"
+}
+
+void Generation::pause_all(bool paused) {
+  if (failed_) return;
+  for (size_t k = 0; k < job_ids_.size(); ++k)
+    if (remaining_[k] > 0) ctx_.loop->set_paused(job_ids_[k], paused);
 }
 
 void Generation::respond_error(const ApiError& error) {

@@ -63,6 +63,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   void deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at);
   void abort_all();
+  // Backpressure: the client reads slower than the engine generates. Its
+  // sequences stop being scheduled (and go on when it catches up), so its
+  // output waits in the engine's KV cache, not in the server's memory.
+  void pause_all(bool paused);
   // Tokens are counted as the engine produces them (as vLLM counts them), so
   // that a request cancelled by its client's disconnect still shows what it
   // cost in the metrics and the access log.

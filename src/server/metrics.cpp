@@ -82,6 +82,8 @@ std::string Metrics::render(const EngineLoopStats& s) const {
   e2e_.render("m2cpp:e2e_request_latency_seconds", "Time from request arrival to its last output.", &out);
   const EngineStats& e = s.engine;
   gauge("m2cpp:num_requests_running", "Sequences being generated.", static_cast<double>(e.running));
+  gauge("m2cpp:num_requests_paused", "Sequences not scheduled because their client is not reading (backpressure).",
+        static_cast<double>(e.paused));
   gauge("m2cpp:num_requests_waiting", "Sequences waiting for a slot, and requests queued for the engine.",
         static_cast<double>(e.waiting + s.queued));
   gauge("m2cpp:kv_cache_blocks_used", "KV-cache blocks in use.", static_cast<double>(e.kv_blocks_used));

@@ -8,13 +8,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace m2::server {
 namespace {
@@ -109,6 +112,103 @@ TEST(HttpServer, KeepAliveStreamingAndBodyLimit) {
   const std::string big = post(port, "/x", std::string(1000, 'a'));
   EXPECT_EQ(big.rfind("HTTP/1.1 413", 0), 0u) << big;
   EXPECT_NE(big.find("Connection: close"), std::string::npos);
+  (*server)->stop();
+}
+
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+}
+
+int connect_to(int fd, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  return connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+}
+
+std::string read_all(int fd) {
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+HttpHandler ok_handler() {
+  return [](HttpRequest&&, std::shared_ptr<ResponseWriter> w) {
+    HttpResponse r;
+    r.body = "ok";
+    w->respond(std::move(r));
+  };
+}
+
+TEST(HttpServer, AcceptBacksOffWhenFileDescriptorsRunOut) {
+  HttpServerConfig config;
+  config.port = 0;
+  auto server = HttpServer::create(config, ok_handler());
+  ASSERT_TRUE(server.ok());
+  (*server)->start();
+  const int client = socket(AF_INET, SOCK_STREAM, 0);  // made while descriptors last
+  ::testing::internal::CaptureStderr();
+  rlimit saved{};
+  getrlimit(RLIMIT_NOFILE, &saved);
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> hogs;
+  for (int fd; (fd = dup(client)) >= 0;) hogs.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  // The kernel completes the handshake from the backlog; accept() fails with
+  // EMFILE while the listening socket stays readable: a loop that retried
+  // at once would spin a core.
+  ASSERT_EQ(connect_to(client, (*server)->port()), 0);
+  const double before = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LT(cpu_ms() - before, 150.0);
+  for (int fd : hogs) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(write(client, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  const std::string out = read_all(client);  // served once descriptors are back (within the 1 s backoff)
+  close(client);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << out;
+  EXPECT_NE(log.find("accept failed: Too many open files"), std::string::npos) << log;
+  (*server)->stop();
+}
+
+TEST(HttpServer, ConnectionsPastTheCapGet503) {
+  HttpServerConfig config;
+  config.port = 0;
+  config.max_connections = 3;
+  auto server = HttpServer::create(config, ok_handler());
+  ASSERT_TRUE(server.ok());
+  (*server)->start();
+  ::testing::internal::CaptureStderr();
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(socket(AF_INET, SOCK_STREAM, 0));
+    ASSERT_EQ(connect_to(held.back(), (*server)->port()), 0);
+  }
+  for (int i = 0; i < 200 && (*server)->num_connections() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ((*server)->num_connections(), 3u);
+  const std::string refused = get((*server)->port(), "/health");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos);
+  EXPECT_NE(refused.find("Connection: close"), std::string::npos);
+  EXPECT_EQ(get((*server)->port(), "/health").rfind("HTTP/1.1 503", 0), 0u);  // the second is logged less
+  close(held[0]);
+  for (int i = 0; i < 200 && (*server)->num_connections() >= 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(get((*server)->port(), "/health").rfind("HTTP/1.1 200", 0), 0u);
+  for (size_t i = 1; i < held.size(); ++i) close(held[i]);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("connection limit reached (3 open, --max-connections 3)"), std::string::npos) << log;
   (*server)->stop();
 }
 

@@ -91,3 +91,102 @@ def test_tokens_of_disconnected_requests_are_counted():
         assert s.metric("m2cpp:prompt_tokens_total") - prompt_before == rec[0]["prompt_tokens"]
     finally:
         assert s.stop() == 0
+
+
+def stalled_stream(server, body):
+    """A streaming request on a socket whose client never reads (a small receive window)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", server.port))
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return s
+
+
+# Every token's chunk carries 20 alternatives: kilobytes a token, so a
+# client that does not read fills the socket's buffers within a few tokens.
+BIG_STREAM = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2000,
+              "ignore_eos": True, "stream": True, "logprobs": True, "top_logprobs": 20}
+
+
+def test_a_client_that_stops_reading_pauses_its_stream_then_loses_it():
+    s = ServerProcess("--max-stream-buffer-bytes", "16384", "--stream-stall-timeout", "3")
+    try:
+        socks = [stalled_stream(s, BIG_STREAM) for _ in range(20)]
+        rss0 = s.rss_bytes()
+        assert wait_for(lambda: s.metric("m2cpp:num_requests_paused") == 20, timeout=30), s.log_text()[-2000:]
+        tokens = s.metric("m2cpp:generation_tokens_total")
+        time.sleep(0.5)
+        assert s.metric("m2cpp:generation_tokens_total") == tokens  # nothing generated while paused
+        assert tokens < 20 * 2000
+        start = time.time()
+        assert httpx.get(s.url + "/health").status_code == 200
+        assert time.time() - start < 0.5
+        # Bounded: 20 x 16 KiB of buffers (plus what was in flight), not the whole streams.
+        assert s.rss_bytes() - rss0 < 32 << 20, (rss0, s.rss_bytes())
+        # Past the stall timeout the connections close and the KV blocks return.
+        assert wait_for(lambda: s.metric("m2cpp:kv_cache_blocks_used") == 0, timeout=30)
+        assert s.metric("m2cpp:num_requests_paused") == 0 and s.metric("m2cpp:num_requests_running") == 0
+        assert "took more than 3000 ms to read" in s.log_text()
+        assert len([r for r in s.access_records() if r["status"] == 499]) == 20
+        for sock in socks:
+            sock.close()
+    finally:
+        assert s.stop() == 0
+
+
+def test_a_paused_stream_resumes_when_its_client_reads():
+    s = ServerProcess("--max-stream-buffer-bytes", "16384", "--stream-stall-timeout", "30")
+    try:
+        sock = stalled_stream(s, {**BIG_STREAM, "max_tokens": 1800})
+        assert wait_for(lambda: s.metric("m2cpp:num_requests_paused") == 1, timeout=30)
+        sock.settimeout(30)
+        out = b""
+        while not out.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
+            chunk = sock.recv(1 << 20)
+            assert chunk, out[-300:]
+            out += chunk
+        sock.close()
+        assert out.count(b'"finish_reason":"length"') == 1
+        assert wait_for(lambda: s.metric("m2cpp:kv_cache_blocks_used") == 0)
+        rec = wait_for(lambda: [r for r in s.access_records() if r["path"] == "/v1/chat/completions"])
+        assert rec[0]["status"] == 200 and rec[0]["completion_tokens"] == 1800, rec
+    finally:
+        assert s.stop() == 0
+
+
+def limit_fds(soft, hard):
+    import resource
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_fd_limit_is_raised_and_caps_the_connections():
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard > 256:
+        s = ServerProcess(preexec_fn=limit_fds(256, hard))
+        try:
+            assert "file descriptor limit raised from 256 to" in s.log_text()
+        finally:
+            assert s.stop() == 0
+    # A hard limit of 200: 150 connections (50 kept for the model's files and logs).
+    s = ServerProcess(preexec_fn=limit_fds(200, 200))
+    try:
+        assert "--max-connections 1024 does not fit the file descriptor limit 200 (hard limit 200): at most 150" \
+            in s.log_text()
+        held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(150)]
+        time.sleep(0.5)
+        cpu = s.cpu_seconds()
+        start = time.time()
+        r = httpx.get(s.url + "/health", timeout=5)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert time.time() - start < 0.5
+        time.sleep(0.5)
+        assert s.cpu_seconds() - cpu < 0.2  # full, and idle: no loop spinning over the listening socket
+        assert "connection limit reached (150 open, --max-connections 150)" in s.log_text()
+        for sock in held:
+            sock.close()
+        assert wait_for(lambda: httpx.get(s.url + "/health").status_code == 200)
+    finally:
+        assert s.stop() == 0
