@@ -42,6 +42,8 @@ struct ServeArgs {
   size_t max_waiting = 1024;
   std::string replay;
   int io_threads = 2;
+  int request_threads = 2;
+  size_t request_queue = 64;
   size_t max_body_bytes = 32u << 20;
   size_t max_connections = 1024;
   size_t max_stream_buffer_bytes = 256u << 10;
@@ -96,6 +98,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
       a.reasoning == "append-think" ? text::ReasoningMode::kAppendThink : text::ReasoningMode::kSplit;
   ctx.options.access_log = !a.disable_access_log;
   ctx.options.model_root = dir_name(mo.model);
+  ctx.options.request_threads = a.request_threads;
+  ctx.options.request_queue = a.request_queue;
 
   server::HttpServerConfig http;
   http.host = a.host;
@@ -175,8 +179,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   }
   // Lets the last responses leave their buffers before the sockets close.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (*srv)->stop();  // the request threads first: they submit to the loop
   loop.stop(errorf("the server stopped"));
-  (*srv)->http().stop();
   log_info("m2cpp serve: stopped");
   return 0;
 }
@@ -217,6 +221,12 @@ Command make_serve(CLI::App& parent) {
   app->add_option("--replay", a->replay, "TEST ONLY: emit this raw M2 output instead of sampling (see server/replay.h)")
       ->check(non_empty());
   app->add_option("--io-threads", a->io_threads, "Threads serving the sockets")->check(int_range(1, 256));
+  app->add_option("--request-threads", a->request_threads,
+                  "Threads that parse, template and tokenize request bodies (off the I/O threads)")
+      ->check(int_range(1, 256));
+  app->add_option("--request-queue", a->request_queue,
+                  "Request bodies that may wait for a request thread before new ones get 503 + Retry-After")
+      ->check(int_range(1, 1 << 20));
   app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
       ->check(int_range(1, kInt64Max));
   app->add_option("--max-connections", a->max_connections,

@@ -20,6 +20,11 @@ Generation::Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> write
       start_(Clock::now()) {}
 
 void Generation::start(std::vector<EngineJob> jobs) {
+  auto shared = std::make_shared<std::vector<EngineJob>>(std::move(jobs));
+  writer_->post([self = shared_from_this(), shared] { self->start_on_strand(std::move(*shared)); });
+}
+
+void Generation::start_on_strand(std::vector<EngineJob> jobs) {
   if (ctx_.draining.load()) {
     ApiError e;
     e.status = 503;

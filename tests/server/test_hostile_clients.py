@@ -190,3 +190,56 @@ def test_the_fd_limit_is_raised_and_caps_the_connections():
         assert wait_for(lambda: httpx.get(s.url + "/health").status_code == 200)
     finally:
         assert s.stop() == 0
+
+
+def test_huge_prompts_do_not_stall_other_routes(server):
+    """Parsing, templating and tokenizing run on the request threads: three
+    31 MB prompts take seconds of CPU there while /health answers at once."""
+    import concurrent.futures
+    big = json.dumps({"model": MODEL_NAME, "max_tokens": 1,
+                      "messages": [{"role": "user", "content": "lorem ipsum dolor " * (31 * 2 ** 20 // 18)}]})
+    assert 30 << 20 < len(big) < 32 << 20
+
+    def post():
+        start = time.time()
+        r = httpx.post(server.url + "/v1/chat/completions", content=big,
+                       headers={"content-type": "application/json"}, timeout=120)
+        return r.status_code, r.text, time.time() - start
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(post) for _ in range(3)]
+        latencies = []
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            while not all(f.done() for f in futures):
+                start = time.time()
+                assert c.get("/health").status_code == 200
+                latencies.append(time.time() - start)
+                time.sleep(0.02)
+        results = [f.result() for f in futures]
+    for status, text, _ in results:
+        assert status == 400 and "maximum context length" in text, (status, text[:300])
+    slowest = max(t for _, _, t in results)
+    assert len(latencies) >= 5 and slowest > 0.5, (latencies, slowest)  # the load lasted
+    # On the I/O threads (before) it was 2 s; a loaded 2-core CI machine stays well under this.
+    assert max(latencies) < 0.5, (max(latencies), slowest)
+
+
+def test_a_full_request_queue_answers_503():
+    import concurrent.futures
+    s = ServerProcess("--request-threads", "1", "--request-queue", "1")
+    try:
+        big = json.dumps({"model": MODEL_NAME, "max_tokens": 1,
+                          "messages": [{"role": "user", "content": "lorem ipsum " * (1 << 20)}]})
+
+        def post():
+            return httpx.post(s.url + "/v1/chat/completions", content=big,
+                              headers={"content-type": "application/json"}, timeout=120)
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            responses = list(pool.map(lambda _: post(), range(6)))
+        busy = [r for r in responses if r.status_code == 503]
+        assert busy and all(r.status_code in (400, 503) for r in responses), [r.status_code for r in responses]
+        assert "busy" in busy[0].json()["error"]["message"] and busy[0].headers["retry-after"] == "1"
+        assert httpx.get(s.url + "/health").status_code == 200
+    finally:
+        assert s.stop() == 0
