@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -189,7 +190,20 @@ void HttpServer::start() {
   impl_->work_.emplace(impl_->ioc_.get_executor());
   impl_->accept();
   const int n = std::max(1, impl_->config_.io_threads);
-  for (int i = 0; i < n; ++i) impl_->threads_.emplace_back([this] { impl_->ioc_.run(); });
+  for (int i = 0; i < n; ++i) {
+    impl_->threads_.emplace_back([this] {
+      // A handler that throws (a bug) costs its connection, not the process:
+      // the exception is logged and the thread goes back to serving.
+      for (;;) {
+        try {
+          impl_->ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          log_error("an I/O thread's handler threw: {}", e.what());
+        }
+      }
+    });
+  }
 }
 
 void HttpServer::stop_accepting() {
