@@ -20,12 +20,12 @@ MODEL_NAME = "m2-tiny-chat"
 
 
 class ServerProcess:
-    def __init__(self, *extra_args, env=None):
+    def __init__(self, *extra_args, env=None, preexec_fn=None):
         self.log = tempfile.NamedTemporaryFile(prefix="m2cpp-serve-", suffix=".log", delete=False)
         args = [BINARY, "serve", "-m", MODEL, "--port", "0", "--served-model-name", MODEL_NAME,
                 "--threads", "1", "--kv-cache-dtype", "f32", *extra_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.port = self._wait_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._wait_healthy()
@@ -68,6 +68,18 @@ class ServerProcess:
                 self.proc.wait()
                 raise
         return self.proc.returncode
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     def access_records(self):
         out = []

@@ -1,20 +1,26 @@
-// m2cpp serve: the OpenAI- and Anthropic-compatible HTTP server. Binds
-// first (GET /health answers 503 until the model is loaded), loads the
-// model, tokenizer and chat template, runs the engine on its own thread and
-// serves until SIGTERM/SIGINT, then shuts down gracefully: new connections
-// are refused, new requests get 503, running ones finish within
-// --shutdown-timeout and are cancelled past it.
+// m2cpp serve: the OpenAI- and Anthropic-compatible HTTP server. Every flag
+// is checked before anything loads; then it binds (GET /health answers 503
+// until the model is loaded), loads the tokenizer, chat template and
+// --replay file (seconds: a missing one fails before a long weight load),
+// then the model, runs the engine on its own thread and serves until
+// SIGTERM/SIGINT, then shuts down gracefully: new connections are refused,
+// new requests get 503, running ones finish within --shutdown-timeout and
+// are cancelled past it; a second signal exits at once.
 #include <csignal>
-#include <pthread.h>
 
 #include <chrono>
+#include <filesystem>
+#include <limits>
 #include <memory>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/model_options.h"
+#include "cli/shutdown_signals.h"
 #include "engine/engine_loop.h"
 #include "server/server.h"
+#include "util/fd_limit.h"
 #include "util/log.h"
 
 namespace m2::cli {
@@ -36,48 +42,83 @@ struct ServeArgs {
   size_t max_waiting = 1024;
   std::string replay;
   int io_threads = 2;
+  int request_threads = 2;
+  size_t request_queue = 64;
   size_t max_body_bytes = 32u << 20;
+  size_t max_connections = 1024;
+  size_t max_stream_buffer_bytes = 256u << 10;
+  double stream_stall_timeout = 60;  // seconds
   double shutdown_timeout = 30;
   bool disable_access_log = false;
   double step_delay_ms = 0;
 };
 
+// The last component of a model directory ("models/m2-demo/" -> "m2-demo"):
+// what clients are shown instead of a path on the server.
+std::string dir_name(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+// --max-connections, kept under the file-descriptor limit (raised to the
+// hard limit first) with room for the model's files, logs and the
+// connection being refused: at the fd limit the kernel, not the server,
+// would refuse, and silently.
+size_t connection_cap(size_t wanted) {
+  const FdLimit fds = raise_fd_limit();
+  if (fds.soft > fds.before) log_info("m2cpp serve: file descriptor limit raised from {} to {}", fds.before, fds.soft);
+  const uint64_t reserve = std::min<uint64_t>(128, fds.soft / 4);
+  const uint64_t room = fds.soft > reserve ? fds.soft - reserve : 1;
+  if (wanted <= room) return wanted;
+  log_warn("m2cpp serve: --max-connections {} does not fit the file descriptor limit {} (hard limit {}): at most {} "
+           "connections (raise the limit with ulimit -n)",
+           wanted, fds.soft, fds.hard, room);
+  return static_cast<size_t>(room);
+}
+
 int run_serve(ModelOptions mo, const ServeArgs& a) {
   auto fail = [](const Status& s) { return log_error("serve: {}", s.message()), 1; };
-  if (mo.model.empty()) mo.model = default_model_dir();  // the bundled demo model
+  const bool bundled = mo.model.empty();
+  if (bundled) mo.model = default_model_dir();  // the bundled demo model
   if (mo.model.empty())
     return fail(errorf("no -m given and no bundled model found (models/m2-demo); set -m DIR or M2CPP_MODEL"));
-  // SIGTERM/SIGINT are taken by sigwait() below: block them before any
-  // thread starts, so that every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (Status s = mo.check(); !s.ok()) return fail(s);
+  ShutdownSignals signals;  // before any other thread starts
   std::signal(SIGPIPE, SIG_IGN);
 
   server::ServerContext ctx;
-  ctx.options.served_model_names = a.served_model_names.empty() ? std::vector<std::string>{mo.model}
+  // The name clients use: the -m argument as given (vLLM's default), or the
+  // bundled model's directory name (its path is this machine's business).
+  const std::string default_name = bundled ? dir_name(mo.model) : mo.model;
+  ctx.options.served_model_names = a.served_model_names.empty() ? std::vector<std::string>{default_name}
                                                                  : a.served_model_names;
   ctx.options.api_key = a.api_key;
   ctx.options.reasoning =
       a.reasoning == "append-think" ? text::ReasoningMode::kAppendThink : text::ReasoningMode::kSplit;
   ctx.options.access_log = !a.disable_access_log;
-  ctx.options.model_root = mo.model;
+  ctx.options.model_root = dir_name(mo.model);
+  ctx.options.request_threads = a.request_threads;
+  ctx.options.request_queue = a.request_queue;
 
   server::HttpServerConfig http;
   http.host = a.host;
   http.port = a.port;
   http.io_threads = a.io_threads;
   http.max_body_bytes = a.max_body_bytes;
+  http.max_connections = connection_cap(a.max_connections);
+  http.retry_after_s = ctx.options.retry_after_s;
+  http.max_output_buffer_bytes = a.max_stream_buffer_bytes;
+  http.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.stream_stall_timeout * 1000));
   auto srv = server::Server::create(http, ctx);
   if (!srv.ok()) return fail(srv.status());
   (*srv)->start();
   log_info("m2cpp serve: listening on http://{}:{}", a.host, (*srv)->port());
+  if (!(*srv)->http().loopback() && a.api_key.empty())
+    log_warn("m2cpp serve: --host {} accepts connections from other machines and no --api-key is set: anyone who "
+             "can reach port {} can use the model",
+             a.host, (*srv)->port());
 
-  auto loaded = mo.load_on_backend();
-  if (!loaded.ok()) return fail(loaded.status());
-  MiniMaxM2 model(*loaded->weights, *loaded->backend);
   auto tokenizer = text::Tokenizer::load_from_dir(mo.model);
   if (!tokenizer.ok()) return fail(tokenizer.status().with_context("the server needs the model's tokenizer"));
   auto chat_template = text::ChatTemplate::load_from_dir(mo.model);
@@ -90,6 +131,10 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
     log_warn("--replay {}: generation replays {} fixed output(s) (a test source, not the model)", a.replay,
              replay->size());
   }
+
+  auto loaded = mo.load_on_backend();
+  if (!loaded.ok()) return fail(loaded.status());
+  MiniMaxM2 model(*loaded->weights, *loaded->backend);
 
   EngineConfig ec;
   ec.block_size = a.block_size;
@@ -116,13 +161,14 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ctx.max_model_len = (*engine)->max_model_len();
   ctx.vocab_size = model.config().vocab_size;
   ctx.ready.store(true);  // publishes the fields above to the I/O threads
+  signals.set_ready();
   const EngineStats st = (*engine)->stats();
   log_info("m2cpp serve: ready: model '{}', max model length {}, {} KV blocks of {} tokens", ctx.model_name(),
            ctx.max_model_len, st.kv_blocks_total, a.block_size);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  log_info("m2cpp serve: signal {}: shutting down (grace period {} s)", sig, a.shutdown_timeout);
+  const int sig = signals.wait();
+  log_info("m2cpp serve: signal {}: shutting down (grace period {} s; a second signal exits at once)", sig,
+           a.shutdown_timeout);
   ctx.draining.store(true);
   (*srv)->http().stop_accepting();
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
@@ -133,8 +179,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   }
   // Lets the last responses leave their buffers before the sockets close.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (*srv)->stop();  // the request threads first: they submit to the loop
   loop.stop(errorf("the server stopped"));
-  (*srv)->http().stop();
   log_info("m2cpp serve: stopped");
   return 0;
 }
@@ -144,32 +190,61 @@ Command make_serve(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<ServeArgs>();
   mo->add_to(app, /*model_required=*/false);
-  app->add_option("--host", a->host, "Address to bind (default loopback only)");
-  app->add_option("--port", a->port, "Port (0: any free port, printed at start)");
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  app->add_option("--host", a->host, "Address or host name to bind (default loopback only)")->check(non_empty());
+  app->add_option("--port", a->port, "Port (0: any free port, printed at start)")->check(int_range(0, 65535));
   app->add_option("--served-model-name", a->served_model_names,
-                  "Model name(s) the API answers to (default: the -m argument); the first is reported");
-  app->add_option("--api-key", a->api_key, "Require this key (Authorization: Bearer, or x-api-key) on /v1 routes");
-  app->add_option("--max-model-len", a->max_model_len, "Context length (default: the model's, capped by the KV pool)");
+                  "Model name(s) the API answers to (default: the -m argument); the first is reported")
+      ->check(non_empty());
+  app->add_option("--api-key", a->api_key, "Require this key (Authorization: Bearer, or x-api-key) on /v1 routes")
+      ->check(non_empty());
+  app->add_option("--max-model-len", a->max_model_len, "Context length (default: the model's, capped by the KV pool)")
+      ->check(int_range(2, kInt64Max));
   app->add_option("--reasoning", a->reasoning,
                   "OpenAI chat: split (reasoning_content) or append-think ('<think>' + all in content)")
       ->check(CLI::IsMember({"split", "append-think"}));
-  app->add_option("--max-num-seqs", a->max_num_seqs, "Sequences running at once");
-  app->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per engine step");
-  app->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (default: from --gpu-memory-utilization, else 256 MiB)");
-  app->add_option("--block-size", a->block_size, "Tokens per KV block");
+  app->add_option("--max-num-seqs", a->max_num_seqs, "Sequences running at once")->check(int_range(1, kIntMax));
+  app->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per engine step")
+      ->check(int_range(1, kIntMax));
+  app->add_option("--kv-cache-memory", a->kv_cache_memory,
+                  "KV cache bytes (default: from --gpu-memory-utilization, else 256 MiB)")
+      ->check(int_range(1, kInt64Max));
+  app->add_option("--block-size", a->block_size, "Tokens per KV block")->check(int_range(1, 1024));
   app->add_option("--kv-cache-dtype", a->kv_cache_dtype, "auto (bf16), bf16, fp8 or f32")
       ->check(CLI::IsMember({"auto", "bf16", "fp8", "f32"}));
   app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a->prefix_caching,
                 "Reuse KV blocks of shared prompt prefixes (default on)");
   app->add_option("--max-waiting", a->max_waiting,
-                  "Requests that may wait for a slot before new ones get 429 + Retry-After (0: no limit)");
-  app->add_option("--replay", a->replay, "TEST ONLY: emit this raw M2 output instead of sampling (see server/replay.h)");
-  app->add_option("--io-threads", a->io_threads, "Threads serving the sockets");
-  app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413");
+                  "Requests that may wait for a slot before new ones get 429 + Retry-After (0: no limit)")
+      ->check(int_range(0, kInt64Max));
+  app->add_option("--replay", a->replay, "TEST ONLY: emit this raw M2 output instead of sampling (see server/replay.h)")
+      ->check(non_empty());
+  app->add_option("--io-threads", a->io_threads, "Threads serving the sockets")->check(int_range(1, 256));
+  app->add_option("--request-threads", a->request_threads,
+                  "Threads that parse, template and tokenize request bodies (off the I/O threads)")
+      ->check(int_range(1, 256));
+  app->add_option("--request-queue", a->request_queue,
+                  "Request bodies that may wait for a request thread before new ones get 503 + Retry-After")
+      ->check(int_range(1, 1 << 20));
+  app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
+      ->check(int_range(1, kInt64Max));
+  app->add_option("--max-connections", a->max_connections,
+                  "Connections open at once; more get 503 + Retry-After (kept under the file descriptor limit)")
+      ->check(int_range(1, 1 << 24));
+  app->add_option("--max-stream-buffer-bytes", a->max_stream_buffer_bytes,
+                  "Response bytes a connection may hold unsent before its generation pauses (backpressure)")
+      ->check(int_range(1024, kInt64Max));
+  app->add_option("--stream-stall-timeout", a->stream_stall_timeout,
+                  "Seconds a paused response may wait for its client to read before the connection is closed and "
+                  "the request cancelled")
+      ->check(positive_number(86400));
   app->add_option("--shutdown-timeout", a->shutdown_timeout,
-                  "Seconds running requests may take to finish after SIGTERM before they are cancelled");
+                  "Seconds running requests may take to finish after SIGTERM before they are cancelled")
+      ->check(number_range(0, 86400));
   app->add_flag("--disable-access-log", a->disable_access_log, "No per-request JSON line on stderr");
-  app->add_option("--step-delay-ms", a->step_delay_ms, "TEST ONLY: pause after every engine step (slows generation)");
+  app->add_option("--step-delay-ms", a->step_delay_ms, "TEST ONLY: pause after every engine step (slows generation)")
+      ->check(number_range(0, 60000));
   return {app, [mo, a] { return run_serve(*mo, *a); }};
 }
 

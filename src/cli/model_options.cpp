@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
+#include "cli/flag_checks.h"
 #include "engine/memory_budget.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -19,9 +21,10 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
   if (model_required) m->required();
   app->add_option("--load-format", load_format, "auto | safetensors | dummy (random weights in the real dtypes)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
-  app->add_option("--num-layers", num_layers, "Use only the first N decoder layers");
+  app->add_option("--num-layers", num_layers, "Use only the first N decoder layers")
+      ->check(int_range(1, std::numeric_limits<int>::max()));
   app->add_option("--dummy-seed", seed, "Seed of --load-format dummy weights");
-  app->add_option("--threads", threads, "CPU threads (default: all hardware threads)");
+  app->add_option("--threads", threads, "CPU threads (default: all hardware threads)")->check(int_range(1, 4096));
 #ifdef M2CPP_WITH_CUDA
   app->add_option("--device", device, "cpu, or cuda[:N] (GPU N, default 0)")
       ->check([](const std::string& d) { return d == "cpu" || parse_cuda_device(d) >= 0 ? "" : "expected cpu or cuda[:N]"; });
@@ -34,7 +37,15 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
 #endif
   app->add_option("--gpu-memory-utilization", gpu_memory_utilization,
                   "Fraction (0, 1] of the GPU's memory for weights + activations + KV cache; sizes the KV cache "
-                  "when --kv-cache-memory is not given (--device cuda)");
+                  "when --kv-cache-memory is not given (--device cuda)")
+      ->check(positive_number(1));
+}
+
+Status ModelOptions::check() const {
+  std::error_code ec;
+  if (!std::filesystem::exists(model, ec)) return errorf("-m {}: no such file or directory", model);
+  if (gpu_memory_utilization != 0 && device == "cpu") return errorf("--gpu-memory-utilization applies to --device cuda");
+  return Status();
 }
 
 LoadOptions ModelOptions::load_options() const {
@@ -85,10 +96,9 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
 
 Result<LoadedModel> ModelOptions::load_on_backend() const {
   LoadedModel m;
+  M2_RETURN_IF_ERROR(check());  // before a long load
   M2_ASSIGN_OR_RETURN(m.backend, make_backend());
   M2_ASSIGN_OR_RETURN(m.weights, load());
-  if (gpu_memory_utilization != 0 && device == "cpu")
-    return errorf("--gpu-memory-utilization applies to --device cuda");
   const size_t free_before = m.backend->memory_info().free_bytes;
   M2_RETURN_IF_ERROR(m.backend->prepare_weights(*m.weights));
   if (device != "cpu") {

@@ -31,6 +31,9 @@ struct ModelOptions {
   std::string cuda_options;           // --cuda-options (backend/cuda/runtime/cuda_options.h)
 
   void add_to(CLI::App* app, bool model_required = true);
+  // What can be checked before anything loads: -m exists, the flags agree
+  // with each other (--gpu-memory-utilization needs a GPU device).
+  Status check() const;
   LoadOptions load_options() const;
   // Applies --threads, then loads the weights.
   Result<std::unique_ptr<ModelWeights>> load() const;

@@ -110,6 +110,14 @@ void Engine::abort(const std::string& request_id) {
   requests_.erase(it);
 }
 
+void Engine::set_paused(const std::string& request_id, bool paused) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (int64_t id : it->second) {
+    if (auto s = seqs_.find(id); s != seqs_.end()) s->second->paused = paused;
+  }
+}
+
 Result<std::vector<RequestOutput>> Engine::step() {
   SchedulerOutput so = scheduler_.schedule();
   stats_.preemptions += static_cast<int64_t>(so.preempted.size());
@@ -181,6 +189,7 @@ EngineStats Engine::stats() const {
   EngineStats s = stats_;
   s.running = scheduler_.num_running();
   s.waiting = scheduler_.num_waiting();
+  s.paused = scheduler_.num_paused();
   s.kv_blocks_total = blocks_.num_blocks();
   s.kv_blocks_used = blocks_.num_used_blocks();
   s.prefix = blocks_.stats();

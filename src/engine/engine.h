@@ -41,6 +41,7 @@ struct EngineStats {
   int64_t decode_tokens = 0;
   int64_t preemptions = 0;
   size_t running = 0, waiting = 0;
+  size_t paused = 0;            // of those, paused (their clients are not reading)
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   PrefixCacheStats prefix;
 };
@@ -56,10 +57,15 @@ class Engine {
                      int priority = 0);
   // Cancels a request: its blocks are freed at once; it produces no output.
   void abort(const std::string& request_id);
+  // Pauses (or resumes) every sequence of a request: a paused one is not
+  // scheduled and keeps its blocks. Unknown ids are ignored.
+  void set_paused(const std::string& request_id, bool paused);
 
   // Runs one model step; returns what each touched sequence produced.
   Result<std::vector<RequestOutput>> step();
   bool has_unfinished() const { return !seqs_.empty(); }
+  // A step would do something: some sequence that is not paused is unfinished.
+  bool has_runnable() const { return scheduler_.has_work(); }
 
   EngineStats stats() const;
   int64_t max_model_len() const { return max_model_len_; }

@@ -59,6 +59,14 @@ void EngineLoop::abort(const std::string& request_id) {
   cv_.notify_one();
 }
 
+void EngineLoop::set_paused(const std::string& request_id, bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, paused);
+  }
+  cv_.notify_one();
+}
+
 void EngineLoop::cancel_all(const Status& reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,11 +133,16 @@ void EngineLoop::run() {
   for (;;) {
     std::vector<LoopRequest> batch;
     std::vector<std::string> aborts;
+    std::vector<std::pair<std::string, bool>> pauses;
     bool cancel = false, stop = false;
     Status cancel_reason;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto has_work = [&] { return stop_ || cancel_ || !inbox_.empty() || !aborts_.empty() || !live_.empty(); };
+      // The engine is only touched by this thread: asking it here is safe.
+      auto has_work = [&] {
+        return stop_ || cancel_ || !inbox_.empty() || !aborts_.empty() || !pauses_.empty() ||
+               (!live_.empty() && engine_.has_runnable());
+      };
       if (trim_pending && !cv_.wait_for(lock, std::chrono::milliseconds(500), has_work)) {
         lock.unlock();
         release_free_heap();
@@ -139,6 +152,7 @@ void EngineLoop::run() {
       cv_.wait(lock, has_work);
       batch.swap(inbox_);
       aborts.swap(aborts_);
+      pauses.swap(pauses_);
       cancel = cancel_;
       cancel_ = false;
       cancel_reason = cancel_reason_;
@@ -150,9 +164,10 @@ void EngineLoop::run() {
     for (const std::string& id : aborts) {
       if (live_.erase(id)) engine_.abort(id);
     }
+    for (const auto& [id, paused] : pauses) engine_.set_paused(id, paused);
     if (cancel) fail_all(cancel_reason);
 
-    if (!live_.empty()) {
+    if (!live_.empty() && engine_.has_runnable()) {
       auto outputs = engine_.step();
       if (!outputs.ok()) {
         log_error("engine step failed: {}", outputs.status().message());
@@ -178,7 +193,7 @@ void EngineLoop::run() {
       if (live_count_ > 0 && live_.empty() && inbox_.empty()) trim_pending = true;
       live_count_ = live_.size() + inbox_.size();
       if (live_count_ == 0) idle_cv_.notify_all();
-      if (step_delay_.count() > 0 && !live_.empty() && !stop) {
+      if (step_delay_.count() > 0 && !live_.empty() && engine_.has_runnable() && !stop) {
         cv_.wait_for(lock, step_delay_, [this] { return stop_ || cancel_; });
       }
     }

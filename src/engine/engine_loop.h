@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -63,6 +64,11 @@ class EngineLoop {
   // Thread-safe. Frees the request's KV blocks before the next step; its sink
   // is dropped without being called.
   void abort(const std::string& request_id);
+  // Thread-safe. Pauses (resumes) the request before the next step: its
+  // sequences are not scheduled and keep their KV blocks (the server's
+  // backpressure for a client that stops reading). A loop whose requests
+  // are all paused sleeps until something arrives.
+  void set_paused(const std::string& request_id, bool paused);
   // Thread-safe: every unfinished request's sink gets `reason`, and the
   // request is aborted (graceful shutdown past its grace period).
   void cancel_all(const Status& reason);
@@ -91,6 +97,7 @@ class EngineLoop {
   mutable std::condition_variable idle_cv_;  // wakes wait_idle
   std::vector<LoopRequest> inbox_;
   std::vector<std::string> aborts_;
+  std::vector<std::pair<std::string, bool>> pauses_;  // (request id, paused), in call order
   Status cancel_reason_;
   bool cancel_ = false;
   bool stop_ = false;

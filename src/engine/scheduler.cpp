@@ -16,6 +16,18 @@ void Scheduler::insert_waiting(Sequence* seq) {
 
 void Scheduler::add(Sequence* seq) { insert_waiting(seq); }
 
+bool Scheduler::has_work() const {
+  auto unpaused = [](const Sequence* s) { return !s->paused; };
+  return std::any_of(running_.begin(), running_.end(), unpaused) ||
+         std::any_of(waiting_.begin(), waiting_.end(), unpaused);
+}
+
+size_t Scheduler::num_paused() const {
+  auto paused = [](const Sequence* s) { return s->paused; };
+  return static_cast<size_t>(std::count_if(running_.begin(), running_.end(), paused) +
+                             std::count_if(waiting_.begin(), waiting_.end(), paused));
+}
+
 void Scheduler::remove(Sequence* seq) {
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
@@ -30,6 +42,12 @@ void Scheduler::preempt(Sequence* seq) {
   insert_waiting(seq);
 }
 
+Sequence* Scheduler::latest_paused() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+    if ((*it)->paused) return *it;
+  return nullptr;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
@@ -38,16 +56,25 @@ SchedulerOutput Scheduler::schedule() {
   // 1. Running sequences: decodes and unfinished prefills.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
+    if (seq->paused) {
+      ++i;
+      continue;
+    }
     const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
     bool self_preempted = false;
     while (!blocks_.ensure_capacity(*seq, seq->num_computed + n)) {
-      Sequence* victim = running_.back();
+      Sequence* victim = latest_paused();
+      if (!victim) victim = running_.back();
+      // A paused victim may sit before `seq` (paused ones are passed over).
+      const bool before_seq = std::find(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(i),
+                                        victim) != running_.begin() + static_cast<std::ptrdiff_t>(i);
       preempt(victim);
       out.preempted.push_back(victim);
       if (victim == seq) {
         self_preempted = true;
         break;
       }
+      if (before_seq) --i;
     }
     if (self_preempted) break;  // everything after it was preempted too
     out.chunks.push_back({seq, n});
@@ -57,17 +84,29 @@ SchedulerOutput Scheduler::schedule() {
 
   // 2. Waiting sequences, in order, while blocks, budget and seats last
   //    (none after a preemption: the pool is already short).
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
+  for (size_t w = 0; out.preempted.empty() && w < waiting_.size() && budget > 0 &&
+                     static_cast<int>(running_.size()) < config_.max_num_seqs;) {
+    Sequence* seq = waiting_[w];
+    if (seq->paused) {
+      ++w;
+      continue;
+    }
     if (seq->params.prompt_logprobs < 0) blocks_.attach_cached_prefix(*seq);
     const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
-    if (!blocks_.ensure_capacity(*seq, seq->num_computed + n)) {
+    bool fits = blocks_.ensure_capacity(*seq, seq->num_computed + n);
+    // Blocks held by paused sequences (clients not reading) are taken back
+    // before a sequence that could run waits for them.
+    for (Sequence* victim; !fits && (victim = latest_paused());) {
+      preempt(victim);
+      out.preempted.push_back(victim);
+      fits = blocks_.ensure_capacity(*seq, seq->num_computed + n);
+    }
+    if (!fits) {
       blocks_.release(*seq);  // give back the cached prefix; FCFS: nobody jumps the queue
       seq->num_computed = 0;
       break;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     if (seq->num_preemptions == 0) {
       seq->num_cached_prompt = std::min(seq->num_computed, seq->num_prompt_tokens);
       blocks_.count_lookup(*seq);

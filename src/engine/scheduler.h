@@ -9,7 +9,10 @@
 // sequence is preempted (possibly the one asking): its blocks are released
 // and it is recomputed later from its tokens (same tokens out: sampling state
 // lives in the sequence); a step that preempted admits nobody. A sequence
-// that fits the context is never dropped.
+// that fits the context is never dropped. A paused sequence is passed over
+// (running or waiting: it does not hold up the queue) until it is resumed;
+// when blocks run out, paused running sequences are preempted first (the
+// latest first), also to admit a waiting sequence that would not fit.
 #pragma once
 
 #include <cstdint>
@@ -45,12 +48,15 @@ class Scheduler {
   void remove(Sequence* seq);
   SchedulerOutput schedule();
 
-  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  // Some sequence that is not paused is running or waiting.
+  bool has_work() const;
   size_t num_running() const { return running_.size(); }
+  size_t num_paused() const;
   size_t num_waiting() const { return waiting_.size(); }
 
  private:
   void preempt(Sequence* seq);
+  Sequence* latest_paused() const;  // the last paused running sequence, or null
   void insert_waiting(Sequence* seq);
 
   SchedulerConfig config_;

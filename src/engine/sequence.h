@@ -34,6 +34,9 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // chained hash of each full block of `tokens`
 
   SeqState state = SeqState::kWaiting;
+  // Not scheduled while its output is not being read (server backpressure);
+  // it keeps its KV blocks unless preempted.
+  bool paused = false;
   int num_preemptions = 0;
   std::unordered_map<int32_t, int> output_counts;
   std::vector<int32_t> prompt_ids;   // distinct prompt ids, ascending (filled when a repetition penalty needs them)

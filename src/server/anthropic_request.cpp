@@ -14,7 +14,7 @@ Result<std::string> block_text(const OrderedJson& content, const std::string& wh
   std::string out;
   for (size_t i = 0; i < content.size(); ++i) {
     const OrderedJson& b = content[i];
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
+    if (!b.is_object() || !b.contains("type") || b["type"] != "text" || !b.contains("text") || !b["text"].is_string())
       return errorf("{}[{}] must be a text block ({{\"type\": \"text\", \"text\": ...}})", where, i);
     if (i) out += sep;
     out += b["text"].get<std::string>();

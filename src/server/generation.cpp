@@ -20,6 +20,11 @@ Generation::Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> write
       start_(Clock::now()) {}
 
 void Generation::start(std::vector<EngineJob> jobs) {
+  auto shared = std::make_shared<std::vector<EngineJob>>(std::move(jobs));
+  writer_->post([self = shared_from_this(), shared] { self->start_on_strand(std::move(*shared)); });
+}
+
+void Generation::start_on_strand(std::vector<EngineJob> jobs) {
   if (ctx_.draining.load()) {
     ApiError e;
     e.status = 503;
@@ -32,6 +37,7 @@ void Generation::start(std::vector<EngineJob> jobs) {
     job_ids_.push_back(jobs.size() == 1 ? id_ : id_ + "-" + std::to_string(i));
     remaining_.push_back(jobs[i].params.n);
   }
+  prompt_counted_.assign(jobs.size(), false);
   jobs_left_ = jobs.size();
   for (size_t i = 0; i < jobs.size(); ++i) {
     LoopRequest r;
@@ -62,10 +68,12 @@ void Generation::start(std::vector<EngineJob> jobs) {
     }
   }
   writer_->on_disconnect([self] { self->abort_all(); });
+  writer_->on_backpressure([self](bool paused) { self->pause_all(paused); });
   on_admitted();
 }
 
 void Generation::deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at) {
+  count_tokens(job, outputs);
   if (failed_ || writer_->disconnected()) return;
   if (!error.ok()) {
     failed_ = true;
@@ -84,14 +92,7 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
       have_token_ = true;
       last_token_ = at;
     }
-    if (o.finished) {
-      output_tokens_ += o.num_output_tokens;
-      if (o.index == 0) {
-        prompt_tokens_ += o.num_prompt_tokens;
-        cached_tokens_ += o.num_cached_tokens;
-      }
-      if (--remaining_[job] == 0) --jobs_left_;
-    }
+    if (o.finished && --remaining_[job] == 0) --jobs_left_;
     on_output(job, o);
   }
   if (jobs_left_ == 0) {
@@ -102,9 +103,23 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
                                   static_cast<double>(output_tokens_ - 1)
                             : -1;
     ctx_.metrics.observe_request(ttft, tpot, e2e);
-    ctx_.metrics.count_tokens(prompt_tokens_, output_tokens_);
     on_complete();
   }
+}
+
+void Generation::count_tokens(size_t job, const std::vector<RequestOutput>& outputs) {
+  int64_t prompt = 0, generated = 0;
+  for (const RequestOutput& o : outputs) {
+    generated += static_cast<int64_t>(o.new_token_ids.size());
+    if (o.index == 0 && !prompt_counted_[job]) {  // the prompt is computed once for all n completions
+      prompt_counted_[job] = true;
+      prompt += o.num_prompt_tokens;
+      cached_tokens_ += o.num_cached_tokens;
+    }
+  }
+  prompt_tokens_ += prompt;
+  output_tokens_ += generated;
+  ctx_.metrics.count_tokens(prompt, generated);
 }
 
 void Generation::abort_all() {
@@ -113,6 +128,12 @@ void Generation::abort_all() {
   for (size_t k = 0; k < job_ids_.size(); ++k)
     if (remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
   log_done(499, "abort");  // nginx's "client closed request"
+}
+
+void Generation::pause_all(bool paused) {
+  if (failed_) return;
+  for (size_t k = 0; k < job_ids_.size(); ++k)
+    if (remaining_[k] > 0) ctx_.loop->set_paused(job_ids_[k], paused);
 }
 
 void Generation::respond_error(const ApiError& error) {

@@ -4,8 +4,9 @@
 // client goes away, and the metrics and access log at the end. The API
 // classes derive from it and turn outputs into their response format.
 //
-// Threading: everything of a Generation runs on its connection's strand.
-// The engine thread only posts outputs there (the sink never blocks).
+// Threading: a Generation is built on a request thread (server.cpp's work
+// queue) and from start() on everything of it runs on its connection's
+// strand. The engine thread only posts outputs there (the sink never blocks).
 #pragma once
 
 #include <chrono>
@@ -34,8 +35,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
              ApiFlavor flavor, std::string id, bool stream);
   virtual ~Generation() = default;
 
-  // On the strand: submits every job. When the engine refuses (waiting
-  // queue full, shutting down), answers 429 / 503 itself.
+  // From any thread: submits every job, on the strand. When the engine
+  // refuses (waiting queue full, shutting down), answers 429 / 503 itself.
   void start(std::vector<EngineJob> jobs);
 
  protected:
@@ -61,8 +62,17 @@ class Generation : public std::enable_shared_from_this<Generation> {
   int64_t prompt_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
 
  private:
+  void start_on_strand(std::vector<EngineJob> jobs);
   void deliver(size_t job, const Status& error, std::vector<RequestOutput>& outputs, Clock::time_point at);
   void abort_all();
+  // Backpressure: the client reads slower than the engine generates. Its
+  // sequences stop being scheduled (and go on when it catches up), so its
+  // output waits in the engine's KV cache, not in the server's memory.
+  void pause_all(bool paused);
+  // Tokens are counted as the engine produces them (as vLLM counts them), so
+  // that a request cancelled by its client's disconnect still shows what it
+  // cost in the metrics and the access log.
+  void count_tokens(size_t job, const std::vector<RequestOutput>& outputs);
 
   std::string route_, method_, remote_;
   Clock::time_point start_;
@@ -70,6 +80,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool have_token_ = false;
   std::vector<std::string> job_ids_;
   std::vector<int> remaining_;  // completions not finished, per job
+  std::vector<bool> prompt_counted_;  // per job
   size_t jobs_left_ = 0;
   bool failed_ = false, logged_ = false;
 };

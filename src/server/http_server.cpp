@@ -2,21 +2,49 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
+#include <exception>
 #include <optional>
 #include <thread>
 
+#include "server/http_session.h"
 #include "util/log.h"
 
 namespace m2::server {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
+
+namespace {
+
+// At most one line a second for an event that can repeat thousands of times
+// a second (refused connections, failed accepts), with the count of the
+// ones not logged.
+class RateLimitedLog {
+ public:
+  bool due() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::seconds(1)) {
+      ++suppressed_;
+      return false;
+    }
+    last_ = now;
+    reported_ = suppressed_;
+    suppressed_ = 0;
+    return true;
+  }
+  std::string suppressed_note() const {
+    return reported_ ? fmt::format(" ({} more since the last line)", reported_) : std::string();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  uint64_t suppressed_ = 0, reported_ = 0;
+};
+
+}  // namespace
 using tcp = net::ip::tcp;
 
 std::string_view HttpRequest::header(std::string_view name) const {
@@ -25,64 +53,32 @@ std::string_view HttpRequest::header(std::string_view name) const {
   return {};
 }
 
-namespace {
-
-const char* reason_phrase(int status) {
-  return http::obsolete_reason(static_cast<http::status>(status)).data();  // NUL-terminated literals
-}
-
-// Beast 1.74 hands out boost::string_view.
-template <typename View>
-std::string str(const View& v) {
-  return std::string(v.data(), v.size());
-}
-
-std::string lowercase(std::string out) {
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-std::string status_line_and_headers(int status, const std::string& content_type, const Headers& headers,
-                                    bool keep_alive) {
-  std::string out = fmt::format("HTTP/1.1 {} {}\r\nServer: m2cpp\r\n", status, reason_phrase(status));
-  if (!content_type.empty()) out += fmt::format("Content-Type: {}\r\n", content_type);
-  for (const auto& [k, v] : headers) out += fmt::format("{}: {}\r\n", k, v);
-  if (!keep_alive) out += "Connection: close\r\n";
-  return out;
-}
-
-class Session;
-
-// The writer of one exchange: forwards to its session on the strand.
-class Exchange final : public ResponseWriter {
- public:
-  Exchange(std::shared_ptr<Session> session, uint64_t serial) : session_(std::move(session)), serial_(serial) {}
-  void respond(HttpResponse response) override;
-  void begin_stream(int status, std::string content_type, Headers headers) override;
-  void write(std::string data) override;
-  void end() override;
-  void post(std::function<void()> fn) override;
-  void on_disconnect(std::function<void()> fn) override;
-  bool disconnected() const override { return gone_.load(); }
-
-  std::atomic<bool> gone_{false};
-
- private:
-  std::shared_ptr<Session> session_;
-  uint64_t serial_;
-};
-
-}  // namespace
-
 class HttpServer::Impl {
  public:
   Impl(const HttpServerConfig& config, HttpHandler handler)
       : config_(config), handler_(std::move(handler)), acceptor_(net::make_strand(ioc_)) {}
 
-  Status listen() {
+  // An IP address, or a host name ("localhost") resolved once, here: its
+  // first IPv4 address, else its first.
+  Result<net::ip::address> resolve() {
     beast::error_code ec;
     auto address = net::ip::make_address(config_.host, ec);
-    if (ec) return errorf("--host {}: not an IP address ({})", config_.host, ec.message());
+    if (!ec) return address;
+    tcp::resolver resolver(ioc_);
+    const auto results = resolver.resolve(config_.host, "", tcp::resolver::passive | tcp::resolver::address_configured, ec);
+    if (ec || results.empty())
+      return errorf("--host {}: neither an IP address nor a host name that resolves ({})", config_.host,
+                    ec ? ec.message() : "no address");
+    for (const auto& r : results)
+      if (r.endpoint().address().is_v4()) return r.endpoint().address();
+    return results.begin()->endpoint().address();
+  }
+
+  Status listen() {
+    if (config_.port < 0 || config_.port > 65535) return errorf("--port {}: must be in [0, 65535]", config_.port);
+    M2_ASSIGN_OR_RETURN(const net::ip::address address, resolve());
+    loopback_ = address.is_loopback();
+    beast::error_code ec;
     tcp::endpoint ep(address, static_cast<unsigned short>(config_.port));
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -93,257 +89,86 @@ class HttpServer::Impl {
     return Status();
   }
 
+  // All on the acceptor's strand.
   void accept() {
     acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      if (!ec) start_session(std::move(socket));
+      if (ec) return accept_failed(ec);
+      accept_delay_ = kMinAcceptDelay;
+      if (connections_.load() >= config_.max_connections) {
+        refuse(std::move(socket));
+      } else {
+        start_session(std::move(socket), sessions_);
+      }
       accept();
     });
   }
 
-  void start_session(tcp::socket socket);
+  // Out of file descriptors (EMFILE, ENFILE) or kernel memory: the client
+  // stays in the listen backlog and the listening socket stays readable, so
+  // accepting again at once would spin. Back off (doubling up to 1 s) and
+  // say so.
+  void accept_failed(const beast::error_code& ec) {
+    if (accept_log_.due())
+      log_warn("accept failed: {} ({} connections open); retrying in {} ms{}", ec.message(), connections_.load(),
+               accept_delay_.count(), accept_log_.suppressed_note());
+    accept_timer_.expires_after(accept_delay_);
+    accept_delay_ = std::min(accept_delay_ * 2, kMaxAcceptDelay);
+    accept_timer_.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && acceptor_.is_open()) accept();
+    });
+  }
+
+  // At the connection cap: a short 503 written without waiting (it fits any
+  // socket buffer), the client's bytes already received dropped (so that
+  // closing does not reset the connection before it reads the answer), and
+  // the socket closed at once, keeping nothing.
+  void refuse(tcp::socket socket) {
+    if (refuse_log_.due())
+      log_warn("connection limit reached ({} open, --max-connections {}): refusing {} with 503{}", connections_.load(),
+               config_.max_connections, remote(socket), refuse_log_.suppressed_note());
+    const std::string body = fmt::format("the server has {} connections open, its limit; retry later\n",
+                                         config_.max_connections);
+    const std::string response = fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nServer: m2cpp\r\nContent-Type: text/plain\r\nRetry-After: {}\r\n"
+        "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
+        config_.retry_after_s, body.size(), body);
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.send(net::buffer(response), 0, ec);
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    char sink[4096];
+    while (socket.receive(net::buffer(sink), 0, ec) > 0) {
+    }
+    socket.close(ec);
+  }
+
+  static std::string remote(const tcp::socket& socket) {
+    beast::error_code ec;
+    const auto ep = socket.remote_endpoint(ec);
+    return ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  }
+
+  static constexpr std::chrono::milliseconds kMinAcceptDelay{10};
+  static constexpr std::chrono::milliseconds kMaxAcceptDelay{1000};
+
 
   HttpServerConfig config_;
   HttpHandler handler_;
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed decrement it from their destructors.
   std::atomic<size_t> connections_{0};
+  SessionContext sessions_{config_, handler_, connections_};
   net::io_context ioc_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_timer_{acceptor_.get_executor()};
+  std::chrono::milliseconds accept_delay_ = kMinAcceptDelay;
+  RateLimitedLog accept_log_, refuse_log_;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   int port_ = 0;
+  bool loopback_ = true;
 };
-
-namespace {
-
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
-    beast::error_code ec;
-    const auto ep = stream_.socket().remote_endpoint(ec);
-    remote_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
-    ++server_.connections_;
-  }
-  ~Session() { --server_.connections_; }
-
-  auto executor() { return stream_.get_executor(); }
-
-  void start() {
-    net::dispatch(executor(), [self = shared_from_this()] { self->read_request(); });
-  }
-
-  // ---- called on the strand, for the current exchange only ----------------
-  void respond(uint64_t serial, HttpResponse r) {
-    if (serial != serial_ || state_ != State::kHandling) return;
-    Headers headers = std::move(r.headers);
-    headers.emplace_back("Content-Length", std::to_string(r.body.size()));
-    std::string bytes = status_line_and_headers(r.status, r.content_type, headers, keep_alive_) + "\r\n";
-    bytes += r.body;
-    state_ = State::kDone;
-    enqueue(std::move(bytes));
-  }
-
-  void begin_stream(uint64_t serial, int status, const std::string& content_type, const Headers& headers) {
-    if (serial != serial_ || state_ != State::kHandling) return;
-    Headers h = headers;
-    h.emplace_back("Transfer-Encoding", "chunked");
-    h.emplace_back("Cache-Control", "no-cache");
-    state_ = State::kStreaming;
-    enqueue(status_line_and_headers(status, content_type, h, keep_alive_) + "\r\n");
-  }
-
-  void write_chunk(uint64_t serial, std::string data) {
-    if (serial != serial_ || state_ != State::kStreaming || data.empty()) return;
-    enqueue(fmt::format("{:x}\r\n", data.size()) + data + "\r\n");
-  }
-
-  void end_stream(uint64_t serial) {
-    if (serial != serial_ || state_ != State::kStreaming) return;
-    state_ = State::kDone;
-    enqueue("0\r\n\r\n");
-  }
-
-  void set_on_disconnect(uint64_t serial, std::function<void()> fn) {
-    if (serial != serial_) return;
-    if (closed_) {
-      if (fn) fn();
-      return;
-    }
-    on_disconnect_ = std::move(fn);
-  }
-
- private:
-  enum class State { kReading, kHandling, kStreaming, kDone };
-
-  void read_request() {
-    state_ = State::kReading;
-    parser_.emplace();
-    parser_->body_limit(server_.config_.max_body_bytes);
-    parser_->header_limit(64 * 1024);
-    stream_.expires_after(server_.config_.idle_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
-  }
-
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::operation_aborted || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::eof) {
-      return close();
-    }
-    HttpRequest req;
-    req.remote = remote_;
-    if (ec == http::error::body_limit) {
-      req.body_too_large = true;
-    } else if (ec) {
-      // Malformed HTTP: there is no request to hand to the API layer.
-      keep_alive_ = false;
-      state_ = State::kHandling;
-      ++serial_;
-      HttpResponse r;
-      r.status = 400;
-      r.content_type = "text/plain";
-      r.body = "bad HTTP request: " + ec.message() + "\n";
-      return respond(serial_, std::move(r));
-    }
-    auto& msg = parser_->get();
-    req.method = str(msg.method_string());
-    req.target = str(msg.target());
-    req.path = req.target.substr(0, req.target.find('?'));
-    for (const auto& field : msg) req.headers.emplace_back(lowercase(str(field.name_string())), str(field.value()));
-    if (!req.body_too_large) req.body = std::move(msg.body());
-    keep_alive_ = msg.keep_alive() && !req.body_too_large;
-    parser_.reset();
-
-    state_ = State::kHandling;
-    ++serial_;
-    stream_.expires_never();
-    auto exchange = std::make_shared<Exchange>(shared_from_this(), serial_);
-    exchange_ = exchange;
-    watch_disconnect(serial_);
-    server_.handler_(std::move(req), std::move(exchange));
-  }
-
-  // While a response is being produced nothing is read from the socket, so
-  // a readable socket means either the client closed it (EOF or reset: the
-  // work behind the response is cancelled) or it pipelined its next
-  // request (left unread for the parser).
-  void watch_disconnect(uint64_t serial) {
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), serial](beast::error_code ec) {
-      if (ec || serial != self->serial_ || self->state_ == State::kReading || self->closed_) return;
-      char byte;
-      beast::error_code peek_ec;
-      self->stream_.socket().non_blocking(true, peek_ec);
-      const size_t n = self->stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
-      if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) return self->watch_disconnect(serial);
-      if (!peek_ec && n > 0) return;  // a pipelined request: it waits for the parser
-      self->close();
-    });
-  }
-
-  void enqueue(std::string bytes) {
-    if (closed_) return;
-    out_.push_back(std::move(bytes));
-    if (!writing_) write_next();
-  }
-
-  void write_next() {
-    if (out_.empty()) {
-      writing_ = false;
-      if (state_ == State::kDone) finish_exchange();
-      return;
-    }
-    writing_ = true;
-    net::async_write(stream_, net::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->writing_ = false;
-      // close() keeps the queue while a write is in flight (the socket may
-      // still be reading from out_.front() on another I/O thread); drop it here.
-      if (ec || self->closed_) {
-        self->out_.clear();
-        return self->close();
-      }
-      self->out_.pop_front();
-      self->write_next();
-    });
-  }
-
-  void finish_exchange() {
-    on_disconnect_ = nullptr;
-    exchange_.reset();
-    if (!keep_alive_) {
-      beast::error_code ec;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-      return close();
-    }
-    // Cancels the disconnect watch (its handler sees kReading and returns).
-    beast::error_code ec;
-    stream_.socket().cancel(ec);
-    read_request();
-  }
-
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    if (auto ex = exchange_.lock()) ex->gone_ = true;
-    if (!writing_) out_.clear();
-    beast::error_code ec;
-    stream_.socket().close(ec);
-    if (state_ != State::kDone && state_ != State::kReading && on_disconnect_) {
-      auto fn = std::move(on_disconnect_);
-      on_disconnect_ = nullptr;
-      fn();
-    }
-  }
-
-  beast::tcp_stream stream_;
-  HttpServer::Impl& server_;
-  std::string remote_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  State state_ = State::kReading;
-  uint64_t serial_ = 0;
-  bool keep_alive_ = true;
-  bool writing_ = false;
-  bool closed_ = false;
-  std::deque<std::string> out_;
-  std::function<void()> on_disconnect_;
-  std::weak_ptr<Exchange> exchange_;
-};
-
-void Exchange::respond(HttpResponse response) {
-  net::post(session_->executor(), [s = session_, serial = serial_, r = std::move(response)]() mutable {
-    s->respond(serial, std::move(r));
-  });
-}
-
-void Exchange::begin_stream(int status, std::string content_type, Headers headers) {
-  net::post(session_->executor(), [s = session_, serial = serial_, status, ct = std::move(content_type),
-                                   h = std::move(headers)] { s->begin_stream(serial, status, ct, h); });
-}
-
-void Exchange::write(std::string data) {
-  net::post(session_->executor(),
-            [s = session_, serial = serial_, d = std::move(data)]() mutable { s->write_chunk(serial, std::move(d)); });
-}
-
-void Exchange::end() {
-  net::post(session_->executor(), [s = session_, serial = serial_] { s->end_stream(serial); });
-}
-
-void Exchange::post(std::function<void()> fn) { net::post(session_->executor(), std::move(fn)); }
-
-void Exchange::on_disconnect(std::function<void()> fn) {
-  net::post(session_->executor(),
-            [s = session_, serial = serial_, f = std::move(fn)]() mutable { s->set_on_disconnect(serial, std::move(f)); });
-}
-
-}  // namespace
-
-void HttpServer::Impl::start_session(tcp::socket socket) {
-  beast::error_code ec;
-  socket.set_option(tcp::no_delay(true), ec);  // SSE events are small: send each at once
-  std::make_shared<Session>(std::move(socket), *this)->start();
-}
 
 Result<std::unique_ptr<HttpServer>> HttpServer::create(const HttpServerConfig& config, HttpHandler handler) {
   auto impl = std::make_unique<Impl>(config, std::move(handler));
@@ -357,19 +182,35 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::port() const { return impl_->port_; }
 
+bool HttpServer::loopback() const { return impl_->loopback_; }
+
 size_t HttpServer::num_connections() const { return impl_->connections_.load(); }
 
 void HttpServer::start() {
   impl_->work_.emplace(impl_->ioc_.get_executor());
   impl_->accept();
   const int n = std::max(1, impl_->config_.io_threads);
-  for (int i = 0; i < n; ++i) impl_->threads_.emplace_back([this] { impl_->ioc_.run(); });
+  for (int i = 0; i < n; ++i) {
+    impl_->threads_.emplace_back([this] {
+      // A handler that throws (a bug) costs its connection, not the process:
+      // the exception is logged and the thread goes back to serving.
+      for (;;) {
+        try {
+          impl_->ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          log_error("an I/O thread's handler threw: {}", e.what());
+        }
+      }
+    });
+  }
 }
 
 void HttpServer::stop_accepting() {
   net::post(impl_->acceptor_.get_executor(), [this] {
     beast::error_code ec;
     impl_->acceptor_.close(ec);
+    impl_->accept_timer_.cancel();
   });
 }
 

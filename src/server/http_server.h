@@ -3,7 +3,10 @@
 // own strand, so hundreds of open streams cost sockets and buffers, not
 // threads. Keep-alive, chunked streaming responses, a body-size limit, and
 // detection of a client that goes away while its response is still being
-// produced (the handler then cancels the work behind it).
+// produced (the handler then cancels the work behind it). Bounded by
+// construction: a connection cap (503 past it), an accept loop that backs
+// off when file descriptors run out, per-connection output buffers with
+// backpressure and a stall timeout (http_session.h).
 #pragma once
 
 #include <chrono>
@@ -59,17 +62,32 @@ class ResponseWriter {
   virtual void on_disconnect(std::function<void()> fn) = 0;
   // True once the client is known to be gone.
   virtual bool disconnected() const = 0;
+  // Flow control: `fn(true)` runs on the strand when more than
+  // max_output_buffer_bytes of the response wait to be sent (the client
+  // reads slower than the response is produced), `fn(false)` once half of
+  // that is left. Past stall_timeout over the cap the connection closes
+  // (on_disconnect runs).
+  virtual void on_backpressure(std::function<void(bool paused)> fn) = 0;
 };
 
 // Called on the connection's strand; answers through the writer, at once or later.
 using HttpHandler = std::function<void(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer)>;
 
 struct HttpServerConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // an IP address or a host name
   int port = 8000;               // 0: any free port (see HttpServer::port())
   int io_threads = 2;
   size_t max_body_bytes = 32u << 20;
   std::chrono::seconds idle_timeout{75};  // a connection idle between requests, or slow to send one
+  // Connections open at once; one more gets a 503 and is closed (a log
+  // line says so, at most once a second).
+  size_t max_connections = 1024;
+  int retry_after_s = 1;  // Retry-After of that 503
+  // Response bytes a connection may hold unsent before its producer is told
+  // to pause (ResponseWriter::on_backpressure); it resumes at half.
+  size_t max_output_buffer_bytes = 256u << 10;
+  // A connection over that cap for this long is closed (its work cancelled).
+  std::chrono::milliseconds stall_timeout{60000};
 };
 
 class HttpServer {
@@ -79,6 +97,8 @@ class HttpServer {
   ~HttpServer();
 
   int port() const;
+  // The bound address is a loopback one (127.0.0.0/8, ::1): no other machine can connect.
+  bool loopback() const;
   void start();
   // Closes the listening socket: new connections are refused; open ones go on.
   void stop_accepting();

@@ -31,9 +31,19 @@ Metrics::Metrics()
       e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
             960.0, 1920.0, 7680.0}) {}
 
-void Metrics::count_request(const std::string& route, int status) {
+const char* route_label(std::string_view path) {
+  static constexpr const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                            "/v1/messages/count_tokens", "/v1/models", "/tokenize", "/detokenize",
+                                            "/health", "/metrics", "/version"};
+  for (const char* route : kRoutes)
+    if (path == route) return route;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{model}";
+  return "other";
+}
+
+void Metrics::count_request(std::string_view path, int status) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++requests_[{route, status}];
+  ++requests_[{route_label(path), status}];
 }
 
 void Metrics::count_tokens(int64_t prompt, int64_t generated) {
@@ -62,14 +72,18 @@ std::string Metrics::render(const EngineLoopStats& s) const {
          "# TYPE m2cpp:http_requests_total counter\n";
   for (const auto& [key, n] : requests_)
     out += fmt::format("m2cpp:http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
-  counter("m2cpp:prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
-  counter("m2cpp:generation_tokens_total", "Generated tokens of finished requests.",
+  counter("m2cpp:prompt_tokens_total", "Prompt tokens computed (counted at a request's first output).",
+          static_cast<double>(prompt_tokens_));
+  counter("m2cpp:generation_tokens_total",
+          "Generated tokens, counted as produced (running and cancelled requests included).",
           static_cast<double>(generation_tokens_));
   ttft_.render("m2cpp:time_to_first_token_seconds", "Time from request arrival to its first token.", &out);
   tpot_.render("m2cpp:time_per_output_token_seconds", "Mean time between output tokens of a request.", &out);
   e2e_.render("m2cpp:e2e_request_latency_seconds", "Time from request arrival to its last output.", &out);
   const EngineStats& e = s.engine;
   gauge("m2cpp:num_requests_running", "Sequences being generated.", static_cast<double>(e.running));
+  gauge("m2cpp:num_requests_paused", "Sequences not scheduled because their client is not reading (backpressure).",
+        static_cast<double>(e.paused));
   gauge("m2cpp:num_requests_waiting", "Sequences waiting for a slot, and requests queued for the engine.",
         static_cast<double>(e.waiting + s.queued));
   gauge("m2cpp:kv_cache_blocks_used", "KV-cache blocks in use.", static_cast<double>(e.kv_blocks_used));

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,11 +30,17 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// The `route` label of a request path: one of the served routes
+// ("/v1/models/{model}" for every model card), or "other" for anything else,
+// so that no client can add label values (and memory) by inventing paths.
+const char* route_label(std::string_view path);
+
 // Thread-safe.
 class Metrics {
  public:
   Metrics();
-  void count_request(const std::string& route, int status);
+  // `path` as requested; counted under route_label(path).
+  void count_request(std::string_view path, int status);
   void count_tokens(int64_t prompt, int64_t generated);
   // One finished generation request: its latencies in seconds (ttft < 0: no token).
   void observe_request(double ttft, double tpot, double e2e);
@@ -41,7 +48,7 @@ class Metrics {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::pair<std::string_view, int>, uint64_t> requests_;  // keys: route_label()'s literals
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   Histogram ttft_, tpot_, e2e_;
 };

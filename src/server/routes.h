@@ -1,6 +1,7 @@
-// The API routes. Each is called on the connection's strand with the body
-// already parsed as JSON and the model name checked; it answers through the
-// writer, now (errors) or as the engine produces (generation).
+// The API routes. Each is called on a request thread (off the I/O threads:
+// templating and tokenizing take CPU) with the body already parsed as JSON
+// and the model name checked; it answers through the writer (thread-safe),
+// now (errors) or as the engine produces (a Generation, on the strand).
 #pragma once
 
 #include <memory>

@@ -26,7 +26,7 @@ OrderedJson model_card(const ServerContext& ctx, const std::string& name) {
           {"object", "model"},
           {"created", unix_now()},
           {"owned_by", "m2cpp"},
-          {"root", ctx.options.model_root},
+          {"root", ctx.options.model_root},  // the directory's name: clients need no server paths
           {"parent", nullptr},
           {"max_model_len", ctx.max_model_len},
           {"permission", OrderedJson::array()}};
@@ -83,32 +83,54 @@ Result<std::unique_ptr<Server>> Server::create(const HttpServerConfig& http, Ser
 }
 
 void Server::handle(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer) {
+  guarded(request, writer, [&] { route(std::move(request), writer); });
+}
+
+void Server::guarded(const HttpRequest& request, const std::shared_ptr<ResponseWriter>& writer,
+                     const std::function<void()>& fn) {
   const ApiFlavor flavor = request.path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
-  // No input may take the server down: whatever a handler throws becomes a 500.
+  // No input may take the server down: whatever a handler throws becomes a
+  // 500 (a bug: bad input gets a 400 naming the field). The exception's text
+  // is logged, not sent: it names library internals, not the request's fault.
   try {
-    route(request, writer);
+    fn();
   } catch (const std::exception& e) {
     log_error("{} {}: {}", request.method, request.path, e.what());
     ApiError error;
     error.status = 500;
-    error.message = std::string("internal error: ") + e.what();
+    error.message = "internal error (logged by the server)";
     respond_error(ctx_, request, *writer, error, flavor);
   }
 }
 
-void Server::route(HttpRequest& request, const std::shared_ptr<ResponseWriter>& writer) {
+void Server::stop() {
+  work_->stop();
+  http_->stop();
+}
+
+ServerError::ServerError(ServerContext& ctx, const HttpRequest& request, ResponseWriter& writer)
+    : ctx_(ctx),
+      request_(request),
+      writer_(writer),
+      flavor_(request.path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI) {}
+
+void ServerError::operator()(int status, std::string message, std::string param, std::string code) const {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  if (status == 503) e.retry_after_s = ctx_.options.retry_after_s;
+  respond_error(ctx_, request_, writer_, e, flavor_);
+}
+
+// On the I/O thread: only what costs no more than a header lookup; a body
+// to parse goes to the request threads.
+void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>& writer) {
   const std::string& path = request.path;
   const std::string& method = request.method;
   const ApiFlavor flavor = path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
-  auto error = [&](int status, std::string message, std::string param = {}, std::string code = {}) {
-    ApiError e;
-    e.status = status;
-    e.message = std::move(message);
-    e.param = std::move(param);
-    e.code = std::move(code);
-    if (status == 503) e.retry_after_s = ctx_.options.retry_after_s;
-    respond_error(ctx_, request, *writer, e, flavor);
-  };
+  const ServerError error(ctx_, request, *writer);
 
   if (request.body_too_large) return error(413, "the request body is larger than the server accepts");
   if (path == "/health") {
@@ -145,8 +167,7 @@ void Server::route(HttpRequest& request, const std::shared_ptr<ResponseWriter>& 
     return respond_logged(ctx_, request, *writer, json_response(model_card(ctx_, name)));
   }
 
-  using Handler = void (*)(ServerContext&, const HttpRequest&, const OrderedJson&, std::shared_ptr<ResponseWriter>);
-  Handler handler = nullptr;
+  BodyHandler handler = nullptr;
   bool model_required = false;
   if (path == "/v1/chat/completions") handler = handle_chat_completions;
   else if (path == "/v1/completions") handler = handle_completions;
@@ -154,8 +175,28 @@ void Server::route(HttpRequest& request, const std::shared_ptr<ResponseWriter>& 
   else if (path == "/v1/messages/count_tokens") handler = handle_count_tokens, model_required = true;
   const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
   if (!handler && !tokenizer_route) return error(404, "no route for " + method + " " + path);
-  if (method != "POST") return error(405, "use POST for " + path);
+  if (method != "POST") {
+    ApiError e = bad_request("use POST for " + path);
+    e.status = 405;
+    HttpResponse r = error_response(e, flavor);
+    r.headers.emplace_back("Allow", "POST");  // RFC 9110 §15.5.6: a 405 names the methods that work
+    return respond_logged(ctx_, request, *writer, std::move(r));
+  }
 
+  auto shared = std::make_shared<HttpRequest>(std::move(request));
+  const bool queued = work_->try_submit([this, shared, writer, handler, model_required] {
+    guarded(*shared, writer, [&] { serve_body(*shared, writer, handler, model_required); });
+  });
+  if (!queued)
+    return ServerError(ctx_, *shared, *writer)(503, "the server is busy reading other requests; retry later");
+}
+
+// On a request thread: the body parsed, the model checked, the route's work
+// up to the engine (a Generation then moves to the connection's strand).
+void Server::serve_body(const HttpRequest& request, const std::shared_ptr<ResponseWriter>& writer,
+                        BodyHandler handler, bool model_required) {
+  const std::string& path = request.path;
+  const ServerError error(ctx_, request, *writer);
   auto parsed = text::parse_ordered_json(request.body, "request body");
   if (!parsed.ok()) return error(400, parsed.status().message());
   const OrderedJson& body = *parsed;

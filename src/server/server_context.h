@@ -25,7 +25,9 @@ struct ServerOptions {
   text::ReasoningMode reasoning = text::ReasoningMode::kSplit;  // OpenAI chat only
   bool access_log = true;
   int retry_after_s = 1;                         // Retry-After of 429 / 503
-  std::string model_root;                        // -m, reported as the model's root
+  std::string model_root;                        // the -m directory's last component, reported as the model's root
+  int request_threads = 2;                       // threads parsing, templating and tokenizing request bodies
+  size_t request_queue = 64;                     // bodies that may wait for one before new ones get 503
 };
 
 struct ServerContext {

@@ -10,10 +10,10 @@ Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view w
   try {
     return OrderedJson::parse(text.begin(), text.end());
   } catch (const OrderedJson::parse_error& e) {
-    return errorf("{}: invalid JSON at byte {}: {}", what, e.byte, e.what());
+    return errorf("{}: invalid JSON at byte {}: {}", what, e.byte, json_error_text(e));
   } catch (const OrderedJson::exception& e) {
     // e.g. out_of_range for a number like 1e400 that no double can hold
-    return errorf("{}: unsupported JSON: {}", what, e.what());
+    return errorf("{}: unsupported JSON: {}", what, json_error_text(e));
   }
 }
 
@@ -78,7 +78,13 @@ Status normalize_tool_calls(OrderedJson& calls, const std::string& where) {
       (*fn)["arguments"] = OrderedJson::object();
     } else if (args->is_string()) {
       M2_ASSIGN_OR_RETURN(OrderedJson parsed, parse_ordered_json(args->get<std::string>(), at + ".function.arguments"));
+      if (!parsed.is_object())
+        return errorf("{}.function.arguments: expected a JSON object, got {}", at, type_name(parsed));
       *args = std::move(parsed);
+    } else if (!args->is_object()) {
+      // Templates iterate the arguments as a mapping.
+      return errorf("{}.function.arguments: expected a JSON object or a string holding one, got {}", at,
+                    type_name(*args));
     }
   }
   return {};

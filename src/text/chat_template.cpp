@@ -43,9 +43,14 @@ std::vector<std::pair<std::string, jinja::Value>> special_tokens(const OrderedJs
   return out;
 }
 
-Result<std::shared_ptr<const jinja::Template>> compile(std::string_view source, const std::string& name) {
-  M2_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::parse(source, name));
-  return std::make_shared<const jinja::Template>(std::move(t));
+// `name` is relative to the model directory: it prefixes render errors,
+// which go to API clients (no server paths for them); a template that does
+// not compile is the operator's to fix and gets the directory too.
+Result<std::shared_ptr<const jinja::Template>> compile(std::string_view source, const std::string& name,
+                                                       const std::string& dir) {
+  auto t = jinja::Template::parse(source, name);
+  if (!t.ok()) return t.status().with_context(dir);
+  return std::make_shared<const jinja::Template>(std::move(*t));
 }
 
 }  // namespace
@@ -53,7 +58,9 @@ Result<std::shared_ptr<const jinja::Template>> compile(std::string_view source, 
 Result<ChatTemplate> ChatTemplate::from_source(std::string_view source, std::string name,
                                                const OrderedJson& tokenizer_config) {
   ChatTemplate ct;
-  M2_ASSIGN_OR_RETURN(ct.default_, compile(source, name));
+  auto t = jinja::Template::parse(source, std::move(name));
+  if (!t.ok()) return t.status();
+  ct.default_ = std::make_shared<const jinja::Template>(std::move(*t));
   ct.source_ = std::string(source);
   ct.special_tokens_ = special_tokens(tokenizer_config);
   // vLLM's content-format detection in spirit: a template that loops over
@@ -75,7 +82,9 @@ Result<ChatTemplate> ChatTemplate::load_from_dir(const std::string& dir) {
   }
   if (fs::exists(jinja_path, ec)) {
     M2_ASSIGN_OR_RETURN(std::string source, read_text_file(jinja_path));
-    return from_source(source, jinja_path, config);
+    auto ct = from_source(source, "chat_template.jinja", config);
+    if (!ct.ok()) return ct.status().with_context(dir);
+    return ct;
   }
   if (config.is_null()) {
     return errorf("{}: no chat template (neither chat_template.jinja nor tokenizer_config.json)", dir);
@@ -86,7 +95,12 @@ Result<ChatTemplate> ChatTemplate::load_from_dir(const std::string& dir) {
                   config_path);
   }
   const std::string where = config_path + ": chat_template";
-  if (field->is_string()) return from_source(field->get<std::string>(), where, config);
+  const std::string name = "tokenizer_config.json: chat_template";
+  if (field->is_string()) {
+    auto ct = from_source(field->get<std::string>(), name, config);
+    if (!ct.ok()) return ct.status().with_context(dir);
+    return ct;
+  }
   if (!field->is_array()) return errorf("{}: expected a string or a list of {{name, template}}", where);
   // The list form: named templates; "default" is required.
   ChatTemplate ct;
@@ -98,13 +112,13 @@ Result<ChatTemplate> ChatTemplate::load_from_dir(const std::string& dir) {
       return errorf("{}[{}]: expected an object with string fields 'name' and 'template'", where, i);
     }
     const std::string entry_name = n->get<std::string>();
-    const std::string label = fmt::format("{}[{}] ('{}')", where, i, entry_name);
+    const std::string label = fmt::format("{}[{}] ('{}')", name, i, entry_name);
     ct.handles_thinking_switch_ |= t->get<std::string>().find("enable_thinking") != std::string::npos;
     if (entry_name == "default") {
-      M2_ASSIGN_OR_RETURN(ct.default_, compile(t->get<std::string>(), label));
+      M2_ASSIGN_OR_RETURN(ct.default_, compile(t->get<std::string>(), label, dir));
       ct.source_ = t->get<std::string>();
     } else if (entry_name == "tool_use") {
-      M2_ASSIGN_OR_RETURN(ct.tool_use_, compile(t->get<std::string>(), label));
+      M2_ASSIGN_OR_RETURN(ct.tool_use_, compile(t->get<std::string>(), label, dir));
     }
   }
   if (!ct.default_) return errorf("{}: the list of templates has no 'default' entry", where);

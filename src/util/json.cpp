@@ -5,13 +5,22 @@
 
 namespace m2 {
 
+std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string_view text = e.what();
+  if (text.rfind("[json.exception.", 0) == 0) {
+    const size_t end = text.find("] ");
+    if (end != std::string_view::npos) text.remove_prefix(end + 2);
+  }
+  return std::string(text);
+}
+
 Result<Json> parse_json(std::string_view text, std::string_view what) {
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
-    return errorf("{}: invalid JSON at byte {}: {}", what, e.byte, e.what());
+    return errorf("{}: invalid JSON at byte {}: {}", what, e.byte, json_error_text(e));
   } catch (const Json::exception& e) {  // e.g. out_of_range for 1e400
-    return errorf("{}: invalid JSON: {}", what, e.what());
+    return errorf("{}: invalid JSON: {}", what, json_error_text(e));
   }
 }
 

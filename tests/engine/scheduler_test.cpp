@@ -220,6 +220,58 @@ TEST_F(SchedulerTest, ASequenceThatIsItselfTheLatestPreemptsItself) {
   EXPECT_EQ(blocks_->num_free_blocks(), 2);
 }
 
+TEST_F(SchedulerTest, PausedSequencesArePassedOverAndKeepTheirBlocks) {
+  configure(16, 4, false, /*budget=*/100);
+  Sequence& a = add(3, 0);
+  Sequence& b = add(3, 100);
+  EXPECT_EQ(step(), (Decisions{{a.id, 3}, {b.id, 3}}));
+  a.paused = true;  // its client stopped reading
+  EXPECT_EQ(step(), (Decisions{{b.id, 1}}));
+  EXPECT_EQ(step(), (Decisions{{b.id, 1}}));
+  EXPECT_EQ(a.num_computed, 3);
+  EXPECT_FALSE(a.block_table.empty());
+  EXPECT_EQ(scheduler_->num_paused(), 1u);
+  EXPECT_TRUE(scheduler_->has_work());
+  b.paused = true;
+  EXPECT_FALSE(scheduler_->has_work());  // only paused sequences: nothing to step
+  const int64_t free_before = blocks_->num_free_blocks();
+  EXPECT_TRUE(step().empty());
+  EXPECT_EQ(blocks_->num_free_blocks(), free_before);
+  // A paused waiting sequence does not hold up the queue behind it.
+  Sequence& c = add(3, 200);
+  c.paused = true;
+  Sequence& d = add(3, 300);
+  EXPECT_EQ(step(), (Decisions{{d.id, 3}}));
+  a.paused = b.paused = c.paused = false;  // resumed where they were
+  EXPECT_EQ(step(), (Decisions{{a.id, 1}, {b.id, 1}, {d.id, 1}, {c.id, 3}}));
+}
+
+TEST_F(SchedulerTest, PausedSequencesArePreemptedFirst) {
+  // 4 blocks of 4: A (paused, arrived first) and B hold two each.
+  configure(4, 4, false, /*budget=*/100);
+  Sequence& a = add(7, 0);
+  Sequence& b = add(7, 100);
+  step();
+  step();
+  a.paused = true;
+  // B's position 8 needs a third block: the paused A gives its blocks, not B.
+  SchedulerOutput so;
+  EXPECT_EQ(step(&so), (Decisions{{b.id, 1}}));
+  ASSERT_EQ(so.preempted.size(), 1u);
+  EXPECT_EQ(so.preempted[0], &a);
+  EXPECT_EQ(a.state, SeqState::kWaiting);
+  EXPECT_EQ(b.num_preemptions, 0);
+  // A waiting sequence that does not fit takes the blocks of a paused running one.
+  configure(4, 4, false, /*budget=*/100);
+  Sequence& p = add(12, 0);
+  EXPECT_EQ(step(), (Decisions{{p.id, 12}}));
+  p.paused = true;
+  Sequence& q = add(8, 100);
+  EXPECT_EQ(step(&so), (Decisions{{q.id, 8}}));
+  ASSERT_EQ(so.preempted.size(), 1u);
+  EXPECT_EQ(so.preempted[0], &p);
+}
+
 TEST_F(SchedulerTest, ReusesCachedPrefixBlocksAndAlwaysComputesTheLastToken) {
   configure(16, 4, true, /*budget=*/100);
   std::vector<int32_t> ten(10);

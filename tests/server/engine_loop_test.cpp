@@ -6,6 +6,7 @@
 #include "engine/engine_loop.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <future>
@@ -230,6 +231,47 @@ TEST_F(EngineAdditionsTest, LoopAbortFreesBlocksAndDropsTheSink) {
   ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(30)));
   EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);
   EXPECT_EQ(c.done.load(), 0);  // neither finished nor failed: dropped
+  loop.stop(errorf("done"));
+}
+
+TEST_F(EngineAdditionsTest, LoopPausesARequestWithoutSpinningAndResumesIt) {
+  auto e = engine();
+  EngineLoop loop(*e, 0);  // no step delay: a loop that spun over a paused request would burn a core
+  loop.start();
+  Collected c;
+  LoopRequest r;
+  r.id = "slow-reader";
+  r.prompt = {1, 2, 3};
+  r.params.max_tokens = 2000;
+  r.params.ignore_eos = true;
+  r.sink = sink_into(c, "slow-reader");
+  ASSERT_EQ(loop.submit(std::move(r)), Admission::kAccepted);
+  auto generated = [&] {
+    std::lock_guard<std::mutex> lock(c.mu);
+    return c.ids["slow-reader"].size();
+  };
+  for (int i = 0; i < 5000 && generated() < 5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  loop.set_paused("slow-reader", true);
+  for (int i = 0; i < 2000 && loop.stats().engine.paused == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(loop.stats().engine.paused, 1u);
+  const size_t at_pause = generated();
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(generated(), at_pause);  // no step ran for it
+  EXPECT_GT(loop.stats().engine.kv_blocks_used, 0);  // it keeps its KV blocks
+  auto cpu_ms = [](const rusage& u) {
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  EXPECT_LT(cpu_ms(after) - cpu_ms(before), 100.0);  // the loop sleeps: no spinning over a paused request
+  loop.set_paused("slow-reader", false);
+  ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(generated(), 2000u);
+  EXPECT_EQ(c.finished["slow-reader"], 1);
+  EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);
   loop.stop(errorf("done"));
 }
 

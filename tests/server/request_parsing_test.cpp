@@ -350,6 +350,23 @@ TEST(Metrics, PrometheusText) {
   EXPECT_NE(t.find("m2cpp:kv_cache_usage_perc 0.25\n"), std::string::npos);
 }
 
+TEST(Metrics, RouteLabelsComeFromAFixedSet) {
+  Metrics m;
+  // Unauthenticated clients choose the path: junk, 404s and 401s must not add series.
+  for (int i = 0; i < 1000; ++i) m.count_request("/junk/" + std::to_string(i), 404);
+  for (int i = 0; i < 10; ++i) m.count_request("/v1/models/name-" + std::to_string(i), 404);
+  m.count_request("/v1/chat/completions/extra", 401);
+  m.count_request("/health", 200);
+  const std::string t = m.render(EngineLoopStats());
+  EXPECT_NE(t.find("m2cpp:http_requests_total{route=\"other\",status=\"404\"} 1000\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("m2cpp:http_requests_total{route=\"/v1/models/{model}\",status=\"404\"} 10\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:http_requests_total{route=\"other\",status=\"401\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("m2cpp:http_requests_total{route=\"/health\",status=\"200\"} 1\n"), std::string::npos);
+  EXPECT_EQ(t.find("junk"), std::string::npos);
+  EXPECT_EQ(route_label("/v1/completions"), std::string("/v1/completions"));
+  EXPECT_EQ(route_label("/v1/completions?x"), std::string("other"));  // paths, not targets, are labelled
+}
+
 TEST(SecureEquals, ComparesWholeStrings) {
   EXPECT_TRUE(secure_equals("key", "key"));
   EXPECT_FALSE(secure_equals("key", "kez"));

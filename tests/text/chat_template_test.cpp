@@ -203,8 +203,18 @@ TEST(ChatTemplate, LoadErrorsNameTheFile) {
   auto bad = ChatTemplate::load_from_dir(dir.path.string());
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            (dir.path / "tokenizer_config.json").string() +
-                ": chat_template: line 1, column 8: Expected an expression, got 'end of statement block'");
+            dir.path.string() +
+                ": tokenizer_config.json: chat_template: line 1, column 8: Expected an expression, got 'end of "
+                "statement block'");
+  // Render errors go to API clients: they name the template's file, not where the server keeps it.
+  dir.write("tokenizer_config.json", R"({"chat_template": "{{ raise_exception('no') }}"})");
+  auto raising = ChatTemplate::load_from_dir(dir.path.string());
+  ASSERT_TRUE(raising.ok()) << raising.status().message();
+  auto rendered = raising->render_request(json(R"({"messages": [{"role": "user", "content": "x"}]})"));
+  ASSERT_FALSE(rendered.ok());
+  EXPECT_EQ(rendered.status().message().rfind("tokenizer_config.json: chat_template: line 1", 0), 0u)
+      << rendered.status().message();
+  EXPECT_EQ(rendered.status().message().find(dir.path.string()), std::string::npos);
 
   dir.write("tokenizer_config.json", "{\"chat_template\": ");
   auto broken = ChatTemplate::load_from_dir(dir.path.string());
