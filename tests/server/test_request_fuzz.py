@@ -44,8 +44,9 @@ MESSAGES = {
     "tool_choice": {"type": "tool", "name": "get_weather"},
     "messages": [
         {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        # (No thinking block: one must carry this server's signature of its text, a per-server
+        # random key; test_replay_tools.py checks them.)
         {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "look it up", "signature": "s"},
             {"type": "redacted_thinking", "data": "x"},
             {"type": "text", "text": "checking"},
             {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
