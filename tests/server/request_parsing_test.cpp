@@ -16,6 +16,7 @@
 #include "server/replay.h"
 #include "server/sampling_request.h"
 #include "server/server.h"
+#include "tiny_chat_test_base.h"
 
 namespace m2::server {
 namespace {
@@ -102,21 +103,10 @@ TEST(OpenAiRequest, ReadsTheSharedFields) {
   EXPECT_FALSE(parse_openai_request(J(R"({"temperature": "hot"})"), SamplingParams(), LogprobsStyle::kChat).ok());
 }
 
-class ChatPromptTest : public ::testing::Test {
+class ChatPromptTest : public TinyChatTest {
  protected:
-  void SetUp() override {
-    auto tok = text::Tokenizer::load_from_dir(data("m2-tiny-chat"));
-    ASSERT_TRUE(tok.ok()) << tok.status().message();
-    tokenizer_ = std::move(*tok);
-    auto tpl = text::ChatTemplate::load_from_dir(data("m2-tiny-chat"));
-    ASSERT_TRUE(tpl.ok()) << tpl.status().message();
-    template_ = std::make_unique<text::ChatTemplate>(std::move(*tpl));
-  }
   Result<ChatPrompt> build(const char* body) { return build_chat_prompt(J(body), *template_, *tokenizer_); }
   std::string decode(const std::vector<int32_t>& ids) { return tokenizer_->decode(ids, false).value(); }
-
-  std::unique_ptr<text::Tokenizer> tokenizer_;
-  std::unique_ptr<text::ChatTemplate> template_;
 };
 
 constexpr const char* kTool = R"({"type": "function", "function": {"name": "get_weather", "parameters":

@@ -7,6 +7,7 @@
 #include "server/anthropic_request.h"
 #include "server/chat_prompt.h"
 #include "server/thinking_request.h"
+#include "tiny_chat_test_base.h"
 
 namespace m2::server {
 namespace {
@@ -80,29 +81,12 @@ TEST(ThinkingRequest, AnthropicThinkingAndEffort) {
   }
 }
 
-class ThinkingPromptTest : public ::testing::Test {
+class ThinkingPromptTest : public TinyChatTest {
  protected:
-  void SetUp() override {
-    const std::string dir = std::string(M2CPP_SOURCE_DIR) + "/tests/data/m2-tiny-chat";
-    auto tok = text::Tokenizer::load_from_dir(dir);
-    ASSERT_TRUE(tok.ok()) << tok.status().message();
-    tokenizer_ = std::move(*tok);
-    auto tpl = text::ChatTemplate::load_from_dir(dir);
-    ASSERT_TRUE(tpl.ok()) << tpl.status().message();
-    template_ = std::make_unique<text::ChatTemplate>(std::move(*tpl));
-    ctx_.tokenizer = tokenizer_.get();
-    ctx_.chat_template = template_.get();
-    ctx_.max_model_len = 2048;
-    ctx_.vocab_size = tokenizer_->vocab_size();
-  }
   Result<ChatTurn> turn(const std::string& extra) {
     return build_chat_turn(J(R"({"messages": [{"role": "user", "content": "q"}])" + extra + "}"), SamplingRequest(),
                            ctx_, false);
   }
-
-  std::unique_ptr<text::Tokenizer> tokenizer_;
-  std::unique_ptr<text::ChatTemplate> template_;
-  ServerContext ctx_;
 };
 
 TEST_F(ThinkingPromptTest, BudgetReachesTheJobAndNoneClosesTheReasoning) {

@@ -6,11 +6,11 @@
 
 #include "server/chat_prompt.h"
 #include "server/tool_request.h"
+#include "tiny_chat_test_base.h"
 
 namespace m2::server {
 namespace {
 
-std::string data(const std::string& rel) { return std::string(M2CPP_SOURCE_DIR) + "/tests/data/" + rel; }
 
 OrderedJson J(const std::string& text) { return OrderedJson::parse(text); }
 
@@ -110,25 +110,9 @@ TEST(ToolRequest, ErrorsNameTheField) {
   }
 }
 
-class ChatToolsTest : public ::testing::Test {
+class ChatToolsTest : public TinyChatTest {
  protected:
-  void SetUp() override {
-    auto tok = text::Tokenizer::load_from_dir(data("m2-tiny-chat"));
-    ASSERT_TRUE(tok.ok()) << tok.status().message();
-    tokenizer_ = std::move(*tok);
-    auto tpl = text::ChatTemplate::load_from_dir(data("m2-tiny-chat"));
-    ASSERT_TRUE(tpl.ok()) << tpl.status().message();
-    template_ = std::make_unique<text::ChatTemplate>(std::move(*tpl));
-    ctx_.tokenizer = tokenizer_.get();
-    ctx_.chat_template = template_.get();
-    ctx_.max_model_len = 2048;
-    ctx_.vocab_size = tokenizer_->vocab_size();
-  }
   Result<ChatPrompt> build(const OrderedJson& body) { return build_chat_prompt(body, *template_, *tokenizer_); }
-
-  std::unique_ptr<text::Tokenizer> tokenizer_;
-  std::unique_ptr<text::ChatTemplate> template_;
-  ServerContext ctx_;
 };
 
 TEST_F(ChatToolsTest, ToolChoiceNoneRendersNoTools) {

@@ -32,7 +32,7 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
   };
 
   line("embed", "embed (gather rows)");
-  const MatmulPlan q = mm(c.q_dim(), H, lin), stacked = mm(c.q_dim() + 2 * c.kv_dim(), H, lin);
+  const MatmulPlan q = mm(c.q_dim(), H, lin), kv = mm(c.kv_dim(), H, lin), stacked = mm(c.q_dim() + 2 * c.kv_dim(), H, lin);
   const bool one_pass = stacked.kernel == MatmulKernel::kGemv || stacked.kernel == MatmulKernel::kGemvMma;
   const MoePlan moe = plan_moe({T, c.num_experts_per_tok, H, c.intermediate_size, c.num_local_experts, lin}, o, caps);
   line("input_layernorm (add_rms_norm)", "add_rms_norm" + copy_note(H, q.fp8_activations || moe.fp8_activations));
@@ -42,7 +42,6 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
   } else {
     line(fmt::format("q_proj [{}, {}] {}", c.q_dim(), H, dtype_name(lin)),
          q.describe() + (q.fp8_activations && copies ? ", x from the norm's FP8 copy" : ""));
-    const MatmulPlan kv = mm(c.kv_dim(), H, lin);
     line(fmt::format("k_proj, v_proj [{}, {}] {}", c.kv_dim(), H, dtype_name(lin)),
          kv.describe() + (kv.fp8_activations && copies ? ", x from the norm's FP8 copy" : ""));
   }
@@ -70,9 +69,8 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
   // The scratch this step takes, by buffer (each grows to the largest step
   // it has served): what sizing them up front for it would reserve.
   const MatmulPlan lm = plan_matmul({R, c.vocab_size, H, c.dtype}, o, caps);
-  const MatmulPlan kvp = mm(c.kv_dim(), H, lin);
   size_t quantize = 0, split_scales = 0;
-  for (const MatmulPlan* p : {&q, &kvp, &op, &lm}) {
+  for (const MatmulPlan* p : {&q, &kv, &op, &lm}) {
     if (!p->fp8_activations) continue;
     const bool from_copy = copies && (p != &op || prefill_only);
     if (!from_copy) quantize = std::max(quantize, p->quantize_bytes);
