@@ -4,6 +4,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/scheduler.h"
+#include "model/kv_cache.h"
 #include "model/weights.h"
 #include "util/cpu_features.h"
 #include "util/json.h"
@@ -83,9 +85,20 @@ int run_plan(const ModelOptions& mo, const std::string& steps, int64_t context, 
   if (mo.num_layers > 0) c.num_hidden_layers = std::min(c.num_hidden_layers, mo.num_layers);
   auto options = cuda::CudaOptions::parse(mo.cuda_options);
   if (!options.ok()) return fmt::print(stderr, "error: {}\n", options.status().message()), 1;
-  auto parsed = parse_steps(steps, context, kv == "bf16" ? DType::kBF16 : DType::kF8E4M3);
+  const DType kv_dtype = kv == "bf16" ? DType::kBF16 : DType::kF8E4M3;
+  auto parsed = parse_steps(steps, context, kv_dtype);
   if (!parsed.ok()) return fmt::print(stderr, "error: {}\n", parsed.status().message()), 1;
-  fmt::print("{}", cuda_describe_plans(c, *parsed, *options));
+  // The scratch reserved for serve's default limits and a 32 GiB KV cache.
+  SchedulerConfig sc;
+  sc.max_num_seqs = 256, sc.max_num_batched_tokens = 2048;
+  StepLimits limits;
+  limits.max_tokens = sc.max_num_batched_tokens, limits.max_seqs = sc.max_num_seqs;
+  limits.max_logit_rows = sc.max_logit_rows(), limits.max_context = c.max_position_embeddings;
+  KvCacheShape& kvs = limits.cache;
+  kvs.num_layers = c.num_hidden_layers, kvs.num_kv_heads = c.num_key_value_heads, kvs.head_dim = c.head_dim;
+  kvs.block_size = 16, kvs.dtype = kv_dtype, kvs.num_blocks = 1;
+  kvs.num_blocks = (int64_t{32} << 30) / static_cast<int64_t>(KvCache::storage_bytes(kvs));
+  fmt::print("{}", cuda_describe_plans(c, *parsed, *options, limits));
   return 0;
 #else
   return fmt::print(stderr, "error: --plan: this build has no CUDA backend\n"), 1;

@@ -6,6 +6,7 @@
 
 #include "cli/flag_checks.h"
 #include "engine/memory_budget.h"
+#include "engine/scheduler.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
@@ -118,7 +119,9 @@ Result<int64_t> ModelOptions::kv_cache_bytes(const LoadedModel& m, int64_t expli
   if (explicit_bytes > 0) return explicit_bytes;
   if (gpu_memory_utilization == 0) return fallback;
   const int64_t total = static_cast<int64_t>(m.backend->memory_info().total_bytes);
-  const int64_t reserve = activation_reserve_bytes(m.weights->config, max_tokens, max_rows);
+  SchedulerConfig sc;  // its logit rows: max_rows decodes plus the prompt-logprobs rows
+  sc.max_num_seqs = static_cast<int>(max_rows), sc.max_num_batched_tokens = max_tokens;
+  const int64_t reserve = activation_reserve_bytes(m.weights->config, max_tokens, sc.max_logit_rows());
   M2_ASSIGN_OR_RETURN(int64_t kv, kv_cache_budget(gpu_memory_utilization, total, m.weight_bytes, reserve));
   log_info("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB: weights {:.2f}, activation reserve {:.2f}, "
            "KV cache {:.2f} GiB",

@@ -29,6 +29,31 @@ Result<std::unique_ptr<Engine>> Engine::create(MiniMaxM2& model, const text::Tok
              num_blocks, config.block_size, pool_tokens);
     max_model_len = pool_tokens;
   }
+  if (config.scheduler.max_num_seqs < 1 || config.scheduler.max_num_batched_tokens < 1 ||
+      config.scheduler.max_prompt_logprob_rows < 1)
+    return errorf("scheduler limits: {} sequences, {} tokens, {} prompt-logprob rows per step: all must be positive",
+                  config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
+                  config.scheduler.max_prompt_logprob_rows);
+  // The step scratch first, sized for the largest step the scheduler makes,
+  // so that nothing grows while serving; then the KV cache.
+  StepLimits limits;
+  limits.max_tokens = config.scheduler.max_num_batched_tokens;
+  limits.max_seqs = config.scheduler.max_num_seqs;
+  limits.max_logit_rows = config.scheduler.max_logit_rows();
+  limits.max_context = max_model_len;
+  limits.cache = model.kv_shape(config.block_size, num_blocks, config.kv_dtype);
+  M2_ASSIGN_OR_RETURN(const size_t scratch, model.reserve(limits));
+  log_debug("step scratch for {} tokens, {} sequences, {} logit rows, {} tokens of context: {:.1f} MiB", limits.max_tokens,
+            limits.max_seqs, limits.max_logit_rows, limits.max_context, scratch / 1048576.0);
+  if (model.backend().name() != "cpu") {  // (host memory is committed lazily: no such check there)
+    const size_t kv = KvCache::storage_bytes(limits.cache), free = model.backend().memory_info().free_bytes;
+    if (kv > free)
+      return errorf("the KV cache of {} blocks needs {:.2f} GiB but {} has {:.2f} GiB free after the weights and the "
+                    "step scratch ({:.2f} GiB): lower --kv-cache-memory / --gpu-memory-utilization, "
+                    "--max-num-batched-tokens or --max-num-seqs",
+                    num_blocks, kv / 1073741824.0, model.backend().name(), free / 1073741824.0,
+                    scratch / 1073741824.0);
+  }
   return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, num_blocks, max_model_len));
 }
 

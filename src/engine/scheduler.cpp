@@ -48,9 +48,22 @@ Sequence* Scheduler::latest_paused() const {
   return nullptr;
 }
 
+// Tokens of `seq` this step may compute: its remaining ones within the token
+// budget and, for a prompt-logprobs prefill (all its rows keep logits),
+// within the logit rows left; 0 when none fit.
+int64_t Scheduler::chunk_tokens(const Sequence& seq, int64_t budget, int64_t* logit_rows_left) const {
+  int64_t n = std::min(seq.num_tokens() - seq.num_computed, budget);
+  if (seq.params.prompt_logprobs >= 0 && seq.num_computed < seq.num_prompt_tokens) {
+    n = std::min(n, *logit_rows_left);
+    *logit_rows_left -= n;
+  }
+  return n;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
+  int64_t logit_rows_left = config_.max_prompt_logprob_rows;
   std::sort(running_.begin(), running_.end(), before);
 
   // 1. Running sequences: decodes and unfinished prefills.
@@ -60,7 +73,11 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
-    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    const int64_t n = chunk_tokens(*seq, budget, &logit_rows_left);
+    if (n == 0) {  // no logit rows left this step
+      ++i;
+      continue;
+    }
     bool self_preempted = false;
     while (!blocks_.ensure_capacity(*seq, seq->num_computed + n)) {
       Sequence* victim = latest_paused();
@@ -91,8 +108,10 @@ SchedulerOutput Scheduler::schedule() {
       ++w;
       continue;
     }
+    int64_t rows_left = logit_rows_left;
+    if (chunk_tokens(*seq, budget, &rows_left) == 0) break;  // no logit rows left: it waits (FCFS)
     if (seq->params.prompt_logprobs < 0) blocks_.attach_cached_prefix(*seq);
-    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    const int64_t n = chunk_tokens(*seq, budget, &logit_rows_left);
     bool fits = blocks_.ensure_capacity(*seq, seq->num_computed + n);
     // Blocks held by paused sequences (clients not reading) are taken back
     // before a sequence that could run waits for them.

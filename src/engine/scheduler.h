@@ -15,6 +15,8 @@
 // latest first), also to admit a waiting sequence that would not fit.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -26,6 +28,13 @@ namespace m2 {
 struct SchedulerConfig {
   int max_num_seqs = 64;                  // running sequences at once
   int64_t max_num_batched_tokens = 512;   // tokens per step (prefill chunks + decodes)
+  // Logit rows per step of prompt-logprobs chunks (every row of theirs keeps
+  // its logits); the step's other chunks take one row each at most. Bounds
+  // the logits a step holds: max_logit_rows().
+  int64_t max_prompt_logprob_rows = 256;
+  int64_t max_logit_rows() const {
+    return std::min<int64_t>(max_num_batched_tokens, max_num_seqs + max_prompt_logprob_rows);
+  }
 };
 
 struct ScheduledChunk {
@@ -55,6 +64,7 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
 
  private:
+  int64_t chunk_tokens(const Sequence& seq, int64_t budget, int64_t* logit_rows_left) const;
   void preempt(Sequence* seq);
   Sequence* latest_paused() const;  // the last paused running sequence, or null
   void insert_waiting(Sequence* seq);

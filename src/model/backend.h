@@ -52,6 +52,17 @@ struct SeqSlice {
   std::span<const int32_t> block_table;
 };
 
+// The largest step an engine will run (its scheduler's limits), for which a
+// backend sizes its op scratch once, before the KV cache takes the rest of
+// the memory (Backend::reserve_scratch).
+struct StepLimits {
+  int64_t max_tokens = 0;      // rows of one step (prefill chunks + decodes)
+  int64_t max_seqs = 0;        // sequences in one step
+  int64_t max_logit_rows = 0;  // logit rows of one step
+  int64_t max_context = 0;     // tokens of context of one sequence (its cached tokens + its rows)
+  KvCacheShape cache;          // the KV cache the steps read (num_blocks bounds the pages one step reads)
+};
+
 // Memory a backend allocates from, in bytes (GPU: the device's; CPU: RAM).
 struct MemoryInfo {
   size_t free_bytes = 0;
@@ -69,11 +80,17 @@ class Backend {
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   virtual void copy_to_host(const void* src, void* dst_host, size_t bytes) = 0;
   virtual void copy_from_host(const void* src_host, void* dst, size_t bytes) = 0;
+  // Sizes every scratch buffer the ops use for the largest step within
+  // `limits` now, so that no op allocates while serving (GPU: an allocation
+  // mid-run also retires the recorded step graphs). Returns the bytes
+  // reserved; a step beyond the limits still runs (its scratch grows, with a
+  // warning). CPU: nothing to reserve.
+  virtual Result<size_t> reserve_scratch(const ModelConfig& config, const StepLimits& limits) { return size_t{0}; }
 
   // out[i] = table[ids[i]] as fp32.
-  virtual void embed(const TensorView& table, std::span<const int32_t> ids, Act out) = 0;
+  virtual void embed(const Weight& table, std::span<const int32_t> ids, Act out) = 0;
   // out = x / rms(x) * w over each row (fp32 statistics). out may be x.
-  virtual void rms_norm(Act x, const TensorView& weight, float eps, Act out) = 0;
+  virtual void rms_norm(Act x, const Weight& weight, float eps, Act out) = 0;
   // x += y
   virtual void add(Act x, Act y) = 0;
   // out[i] = x[rows[i]]
@@ -82,7 +99,7 @@ class Backend {
   virtual void matmul(Act x, const Linear& w, Act y) = 0;
   // Full-width RMSNorm of q [T, q_dim] and k [T, kv_dim] (skipped when the
   // norm weights are empty), then partial NeoX RoPE of both at `positions`.
-  virtual void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+  virtual void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                             std::span<const int32_t> positions, const RopeParams& rope) = 0;
   // Writes k and v rows [T, kv_dim] into the cache at flat slots
   // (block * block_size + offset).
@@ -93,7 +110,7 @@ class Backend {
                          float scale, Act out) = 0;
   // Sigmoid router in fp32: top-k of sigmoid(x·gateᵀ) + bias, weights
   // renormalised from the unbiased scores, times `scaling`.
-  virtual void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling,
+  virtual void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
                      Routing out) = 0;
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
   virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
@@ -107,7 +124,7 @@ class Backend {
   // ---- Fused steps: by default the ops above in sequence; a backend
   // overrides them to save launches and passes over memory (CUDA decode).
   // x += y, then out = rms_norm(x) (the residual add before each norm).
-  virtual void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
+  virtual void add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
     add(x, y);
     rms_norm(x, weight, eps, out);
   }
@@ -118,7 +135,7 @@ class Backend {
     matmul(x, wv, v);
   }
   // qk_norm_rope, then kv_store of the rotated k and of v.
-  virtual void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
+  virtual void qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm, float eps,
                                   std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache,
                                   int layer, std::span<const int64_t> slots) {
     qk_norm_rope(q, k, q_norm, k_norm, eps, positions, rope);

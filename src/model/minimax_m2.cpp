@@ -39,6 +39,27 @@ Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
   return Act{static_cast<float*>(buf.get()), rows, cols};
 }
 
+Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
+  const ModelConfig& c = config();
+  const int64_t T = limits.max_tokens, R = std::min(limits.max_logit_rows, T);
+  if (T <= 0 || R <= 0 || limits.max_seqs <= 0 || limits.max_context <= 0)
+    return errorf("step limits: {} tokens, {} logit rows, {} sequences, {} tokens of context: all must be positive",
+                  limits.max_tokens, limits.max_logit_rows, limits.max_seqs, limits.max_context);
+  // The slots as run() takes them (routing ids are int32, as wide as a float).
+  const std::pair<int, int64_t> widths[] = {{kX, c.hidden_size},        {kH, c.hidden_size},
+                                            {kQ, c.q_dim()},            {kK, c.kv_dim()},
+                                            {kV, c.kv_dim()},           {kAttn, c.q_dim()},
+                                            {kOut, c.hidden_size},      {kRouteIds, c.num_experts_per_tok},
+                                            {kRouteW, c.num_experts_per_tok}};
+  size_t bytes = 0;
+  for (auto [slot, cols] : widths) bytes += static_cast<size_t>(T * cols) * sizeof(float), scratch(slot, T, cols);
+  scratch(kSel, R, c.hidden_size);
+  scratch(kLogits, R, c.vocab_size);
+  bytes += static_cast<size_t>(R * (c.hidden_size + c.vocab_size)) * sizeof(float);
+  M2_ASSIGN_OR_RETURN(const size_t ops, backend_.reserve_scratch(c, limits));
+  return bytes + ops;
+}
+
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
   logits->resize(static_cast<size_t>(lg.rows * lg.cols));

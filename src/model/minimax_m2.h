@@ -33,6 +33,11 @@ class MiniMaxM2 {
   KvCacheShape kv_shape(int block_size, int64_t num_blocks, DType dtype) const;
   std::unique_ptr<KvCache> make_kv_cache(int block_size, int64_t num_blocks, DType dtype);
 
+  // Sizes the step scratch (this model's activations and the backend's op
+  // scratch, Backend::reserve_scratch) for the largest step within
+  // `limits`, before the KV cache is allocated. Returns the bytes reserved.
+  Result<size_t> reserve(const StepLimits& limits);
+
   // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host).
   Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
   // Runs one step and samples one token from each logit row where the

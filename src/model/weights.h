@@ -16,6 +16,20 @@
 
 namespace m2 {
 
+// What a backend's prepare_weights made of a weight (GPU: a record of its
+// device copy, owned by that backend), handed back to it by every op that
+// reads the weight, so no backend looks weights up by address. Null before
+// prepare_weights, and on the CPU (which reads the views themselves).
+using Prepared = const void*;
+
+// A weight vector or matrix read whole by an op (norms, embeddings, router):
+// its view and its backend's handle.
+struct Weight : TensorView {
+  Weight() = default;
+  Weight(const TensorView& v) : TensorView(v) {}  // NOLINT: a view is a weight not yet prepared
+  Prepared prepared = nullptr;
+};
+
 // y = x · Wᵀ with W [out, in]. FP8 weights carry `scale_inv`
 // [ceil(out/block_rows), ceil(in/block_cols)] fp32: W = W8 × scale_inv[r/br, c/bc].
 struct Linear {
@@ -23,7 +37,7 @@ struct Linear {
   TensorView scale_inv;  // empty unless weight is F8_E4M3
   int block_rows = 128;
   int block_cols = 128;
-  void* device = nullptr;  // backend-owned copy (GPU backends); CPU uses `weight`
+  Prepared prepared = nullptr;  // weight and scales as the backend holds them
 
   int64_t out_features() const { return weight.shape[0]; }
   int64_t in_features() const { return weight.shape[1]; }
@@ -37,21 +51,22 @@ struct ExpertWeights {
 };
 
 struct LayerWeights {
-  TensorView input_norm;           // [H]
-  TensorView post_attention_norm;  // [H]
+  Weight input_norm;               // [H]
+  Weight post_attention_norm;      // [H]
   Linear q_proj, k_proj, v_proj;   // [q_dim, H], [kv_dim, H], [kv_dim, H]
   Linear o_proj;                   // [H, q_dim]
-  TensorView q_norm;               // [q_dim] (empty when use_qk_norm is false)
-  TensorView k_norm;               // [kv_dim]
-  TensorView router;               // gate [E, H], fp32 in every release
-  TensorView router_bias;          // e_score_correction_bias [E] (empty when unused)
+  Weight q_norm;                   // [q_dim] (empty when use_qk_norm is false)
+  Weight k_norm;                   // [kv_dim]
+  Weight router;                   // gate [E, H], fp32 in every release
+  Weight router_bias;              // e_score_correction_bias [E] (empty when unused)
   std::vector<ExpertWeights> experts;
+  Prepared prepared_experts = nullptr;  // all of them as the backend holds them (the MoE op reads them together)
 };
 
 struct ModelWeights {
   ModelConfig config;
-  TensorView embed;       // [V, H]
-  TensorView final_norm;  // [H]
+  Weight embed;       // [V, H]
+  Weight final_norm;  // [H]
   Linear lm_head;         // [V, H]; the embedding when tie_word_embeddings
   std::vector<LayerWeights> layers;
 

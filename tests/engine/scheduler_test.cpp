@@ -93,6 +93,28 @@ TEST_F(SchedulerTest, AdmitsUnderTheTokenBudgetAndChunksPrefills) {
   EXPECT_EQ(c.num_output(), 2);
 }
 
+TEST_F(SchedulerTest, PromptLogprobChunksShareTheStepsLogitRows) {
+  blocks_ = std::make_unique<BlockManager>(256, 4, false);
+  SchedulerConfig config{8, /*budget=*/64};
+  config.max_prompt_logprob_rows = 10;
+  scheduler_ = std::make_unique<Scheduler>(config, *blocks_);
+  EXPECT_EQ(config.max_logit_rows(), 8 + 10);
+  Sequence& a = add(25, 0);
+  a.params.prompt_logprobs = 0;  // every prompt row keeps its logits
+  Sequence& b = add(12, 100);
+  b.params.prompt_logprobs = 1;
+  Sequence& c = add(30, 200);  // no prompt logprobs: one logit row whatever its chunk
+  // A takes the 10 logit rows; B, next in line, waits for them (FCFS), so C
+  // waits behind it although tokens are left.
+  EXPECT_EQ(step(), (Decisions{{a.id, 10}}));
+  EXPECT_EQ(step(), (Decisions{{a.id, 10}}));
+  // A's last 5 prompt rows, then B's first 5 (the rows left), then C whole.
+  EXPECT_EQ(step(), (Decisions{{a.id, 5}, {b.id, 5}, {c.id, 30}}));
+  // A decodes (its prompt is done: one row), B its last 7 prompt rows.
+  EXPECT_EQ(step(), (Decisions{{a.id, 1}, {b.id, 7}, {c.id, 1}}));
+  EXPECT_EQ(step(), (Decisions{{a.id, 1}, {b.id, 1}, {c.id, 1}}));
+}
+
 TEST_F(SchedulerTest, WaitingSequencesGoInPriorityThenArrivalOrder) {
   configure(64, 4, false, /*budget=*/100);
   Sequence& a = add(4, 0, /*priority=*/1);

@@ -50,7 +50,7 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
 void CpuBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) { std::memcpy(dst_host, src, bytes); }
 void CpuBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) { std::memcpy(dst, src_host, bytes); }
 
-void CpuBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
+void CpuBackend::embed(const Weight& table, std::span<const int32_t> ids, Act out) {
   const int64_t H = out.cols;
   const size_t row_bytes = static_cast<size_t>(H) * dtype_size(table.dtype);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -59,7 +59,7 @@ void CpuBackend::embed(const TensorView& table, std::span<const int32_t> ids, Ac
   }
 }
 
-void CpuBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
+void CpuBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
   const int64_t n = x.cols;
   thread_local std::vector<float> w;
   w.resize(n);
@@ -105,7 +105,7 @@ void CpuBackend::matmul(Act x, const Linear& w, Act y) {
   matmul_ref(x.data, x.rows, x.cols, weight_ref(w), y.cols, y.data);
 }
 
-void CpuBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+void CpuBackend::qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                               std::span<const int32_t> positions, const RopeParams& rope) {
   if (!q_norm.empty()) rms_norm(q, q_norm, eps, q);
   if (!k_norm.empty()) rms_norm(k, k_norm, eps, k);

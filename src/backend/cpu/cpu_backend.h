@@ -25,17 +25,17 @@ class CpuBackend final : public Backend {
   void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
   void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
 
-  void embed(const TensorView& table, std::span<const int32_t> ids, Act out) override;
-  void rms_norm(Act x, const TensorView& weight, float eps, Act out) override;
+  void embed(const Weight& table, std::span<const int32_t> ids, Act out) override;
+  void rms_norm(Act x, const Weight& weight, float eps, Act out) override;
   void add(Act x, Act y) override;
   void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
   void matmul(Act x, const Linear& w, Act y) override;
-  void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+  void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
   void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
                  Act out) override;
-  void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
+  void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
   Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;
   MemoryInfo memory_info() override;

@@ -8,7 +8,7 @@
 
 namespace m2::cpu {
 
-void CpuBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling,
+void CpuBackend::route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
                        Routing out) {
   const int64_t T = x.rows;
   const int64_t E = gate.shape[0];

@@ -25,10 +25,11 @@ int cuda_device_count();
 std::unique_ptr<Backend> make_cuda_backend(int device, const cuda::CudaOptions& options = {});
 
 // Every kernel each step of `steps` runs for `config` with `options`
-// (`m2cpp info --plan`): on CUDA device 0 when there is one, else on an H200
-// as this build would run it.
+// (`m2cpp info --plan`), and the scratch reserved for steps within `limits`:
+// on CUDA device 0 when there is one, else on an H200 as this build would
+// run it.
 std::string cuda_describe_plans(const ModelConfig& config, std::span<const cuda::StepShape> steps,
-                                const cuda::CudaOptions& options);
+                                const cuda::CudaOptions& options, const StepLimits& limits);
 
 // The ceilings benchmarks are compared with, measured on `device` now (0 for
 // one that could not be measured): device-to-device copy bandwidth counting

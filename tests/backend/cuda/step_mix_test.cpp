@@ -36,6 +36,7 @@
 #include <random>
 #include <string>
 
+#include "backend/cuda/runtime/device_buffer.h"
 #include "cuda_test_util.h"
 #include "model/minimax_m2.h"
 #include "model/weights.h"
@@ -98,8 +99,17 @@ TEST_P(StepMix, RandomStepsMatchCpu) {
   MiniMaxM2 cm(**cw, *cpu), gm(**gw, *gpu);
   const int bs = 16;
   const int64_t num_blocks = 6000;
+  // The GPU's step scratch sized up front for the steps below (up to 8192
+  // rows, ~610 sequences, one logit row each, contexts under 8400), as the
+  // engine does: no op may allocate after this (checked at the end).
+  StepLimits limits;
+  limits.max_tokens = 8192, limits.max_seqs = 640, limits.max_logit_rows = 640, limits.max_context = 16384;
+  limits.cache = gm.kv_shape(bs, num_blocks, kv);
+  ASSERT_TRUE(gm.reserve(limits).ok());
   auto ccache = cm.make_kv_cache(bs, num_blocks, kv);
   auto gcache = gm.make_kv_cache(bs, num_blocks, kv);
+  const uint64_t generation = cuda::memory_generation();
+  const int64_t growths = cuda::scratch_growths_past_reserve();
   const int64_t V = cfg.vocab_size;
 
   std::mt19937_64 rng(kv == DType::kBF16 ? 29 : 290);
@@ -214,6 +224,8 @@ TEST_P(StepMix, RandomStepsMatchCpu) {
       << outliers << " rows over " << kOffBound;
   EXPECT_GT(decode_only_steps, 10);
   EXPECT_GT(mixed_steps, 10);
+  EXPECT_EQ(cuda::scratch_growths_past_reserve(), growths) << "a scratch buffer grew past its up-front size (logged)";
+  EXPECT_EQ(cuda::memory_generation(), generation) << "device memory was allocated mid-run: the step graphs retired";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kv, StepMix,

@@ -239,8 +239,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     if (a.splits == 1) {
       a.out[row * q_ld + head * hd + d] = A / L;
     } else {
-      const int64_t n = a.T * heads * a.splits;
-      const int64_t idx = (row * heads + head) * a.splits + split;
+      // Partials per (item, kv head, vector), not per row of q: a few items
+      // split (attention_splits), however many rows the step has.
+      const int64_t n = a.num_items * a.kv_heads * kV * a.splits;
+      const int64_t idx = ((int64_t{blockIdx.x} * a.kv_heads + kvh) * kV + v) * a.splits + split;
       if (d == 0) a.partials[idx] = M, a.partials[n + idx] = L;
       a.partials[2 * n + idx * hd + d] = A;
     }
@@ -257,13 +259,14 @@ __global__ void attention_merge_kernel(AttentionArgs a) {
   const AttnSeq sq = a.seqs[item.seq];
   const int kvh = blockIdx.y, G = a.group, heads = a.kv_heads * G, hd = a.head_dim, S = a.splits;
   const int n_vec = min(kV, sq.num_rows * G - item.first_vector);
-  const int64_t n = a.T * heads * S;
+  const int64_t n = a.num_items * a.kv_heads * kV * S;
   for (int v = 0; v < n_vec; ++v) {
     const int64_t row = sq.first_row + (item.first_vector + v) / G;
     const int64_t rh = row * heads + kvh * G + (item.first_vector + v) % G;  // row * heads + head
-    const float* pm = a.partials + rh * S;
-    const float* pl = a.partials + n + rh * S;
-    const float* pa = a.partials + 2 * n + rh * S * hd;
+    const int64_t iv = (int64_t{blockIdx.x} * a.kv_heads + kvh) * kV + v;     // the kernel's partial slot
+    const float* pm = a.partials + iv * S;
+    const float* pl = a.partials + n + iv * S;
+    const float* pa = a.partials + 2 * n + iv * S * hd;
     float M = -FLT_MAX;
     for (int s = 0; s < S; ++s) M = fmaxf(M, pm[s]);
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
@@ -294,8 +297,8 @@ cudaError_t launch_typed(const AttentionArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-size_t attention_partial_floats(int64_t T, int heads, int head_dim, int splits) {
-  return static_cast<size_t>(T) * heads * splits * (head_dim + 2);
+size_t attention_partial_floats(int64_t items, int kv_heads, int head_dim, int splits) {
+  return static_cast<size_t>(items) * kv_heads * kV * splits * (head_dim + 2);
 }
 
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {

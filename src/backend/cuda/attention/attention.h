@@ -54,7 +54,8 @@ struct AttentionArgs {
 };
 constexpr int kAttnVectors = 8;  // (row, head) vectors per item
 constexpr int kAttnMaxHeadDim = 128;
-size_t attention_partial_floats(int64_t T, int heads, int head_dim, int splits);
+// Partials of `items` work items x kv heads x kAttnVectors vectors.
+size_t attention_partial_floats(int64_t items, int kv_heads, int head_dim, int splits);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 // ---- attention_decode.cu --------------------------------------------------------

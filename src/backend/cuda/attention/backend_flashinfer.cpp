@@ -15,18 +15,32 @@ void CudaBackend::attention_prefill_flashinfer(Act q, const AttnMeta& meta, std:
   // the work list. FP8 pages are first copied to bf16 (code x scale, as the
   // CPU reads them, then rounded) into a compact scratch whose page i is the
   // i-th of the list: FlashInfer's FP8 kernel takes one scale per head, ours
-  // are per key and head.
+  // are per key and head. A page several sequences share (a common prefix)
+  // is copied once, so the copies never exceed the cache's blocks
+  // (scratch_plan.h sizes them so).
   const bool fp8 = a.dtype == DType::kF8E4M3;
   std::vector<FlashInferSeq> list;
-  fi_pages_host_.clear();  // FP8: the source pages, then 0 .. n - 1 (the scratch's page ids)
+  fi_pages_host_.clear();   // FP8: the distinct source pages, then the sequences' tables into them
+  fi_tables_host_.clear();
+  ++fi_page_stamp_;
   for (int32_t i : meta.prefill_seqs) {
     const AttnSeq& sq = meta.seqs[static_cast<size_t>(i)];
     int32_t page_offset = sq.table_offset;
     if (fp8) {
       const std::span<const int32_t> table = seqs[static_cast<size_t>(i)].block_table;
       const size_t n = std::min<size_t>((sq.context_len + a.block_size - 1) / a.block_size, table.size());
-      page_offset = static_cast<int32_t>(fi_pages_host_.size());
-      fi_pages_host_.insert(fi_pages_host_.end(), table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n));
+      page_offset = static_cast<int32_t>(fi_tables_host_.size());
+      for (size_t j = 0; j < n; ++j) {
+        const auto b = static_cast<size_t>(table[j]);
+        if (b >= fi_page_slot_.size()) fi_page_slot_.resize(b + 1, {0, 0});
+        auto& [stamp, slot] = fi_page_slot_[b];
+        if (stamp != fi_page_stamp_) {
+          stamp = fi_page_stamp_;
+          slot = static_cast<int32_t>(fi_pages_host_.size());
+          fi_pages_host_.push_back(table[j]);
+        }
+        fi_tables_host_.push_back(slot);
+      }
     }
     list.push_back({sq.first_row, sq.num_rows, sq.context_len, page_offset});
   }
@@ -49,8 +63,8 @@ void CudaBackend::attention_prefill_flashinfer(Act q, const AttnMeta& meta, std:
   f.k_cache = a.k_cache, f.v_cache = a.v_cache, f.page_ids = a.block_tables;
   f.T = q.rows, f.heads = heads, f.kv_heads = a.kv_heads, f.block_size = a.block_size, f.scale = a.scale;
   if (fp8) {
-    const int64_t n = static_cast<int64_t>(fi_pages_host_.size());
-    for (int64_t i = 0; i < n; ++i) fi_pages_host_.push_back(static_cast<int32_t>(i));
+    const int64_t n = static_cast<int64_t>(fi_pages_host_.size());  // distinct pages
+    fi_pages_host_.insert(fi_pages_host_.end(), fi_tables_host_.begin(), fi_tables_host_.end());
     const auto* pages = static_cast<const int32_t*>(upload(fi_pages_device_, fi_pages_host_.data(),
                                                            fi_pages_host_.size() * sizeof(int32_t),
                                                            "the FP8 pages for FlashInfer"));

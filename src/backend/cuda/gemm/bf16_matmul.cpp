@@ -29,10 +29,32 @@ namespace {
 // default assumes 256-byte aligned buffers).
 constexpr uint32_t kMinAlignBytes = 16;
 
+
+// hi and lo of `elems` bf16 values, each at a 256-byte boundary.
+size_t split_bytes(int64_t elems) {
+  ScratchLayout size(nullptr);
+  size.take(sizeof(uint16_t) * static_cast<size_t>(elems));
+  size.take(sizeof(uint16_t) * static_cast<size_t>(elems));
+  return size.size();
+}
+
 }  // namespace
 
 Bf16Matmul::Bf16Matmul(bool enabled) : enabled_(enabled) {}
 Bf16Matmul::~Bf16Matmul() = default;
+
+LtPlans& Bf16Matmul::lt() {
+  if (!lt_)
+    lt_ = std::make_unique<LtPlans>(
+        LtPlanSpec{CUDA_R_16BF, CUDA_R_16BF, kMinAlignBytes, "BF16", "the SIMT kernel of matmul.cu"});
+  return *lt_;
+}
+
+void Bf16Matmul::reserve(int64_t elems, cudaStream_t stream) {
+  if (!enabled_ || elems <= 0) return;
+  split_.reserve_up_front(split_bytes(elems), stream);
+  lt().reserve_workspace(stream);
+}
 
 bool Bf16Matmul::applies(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, const float* y,
                          int64_t ldy) const {
@@ -44,19 +66,13 @@ bool Bf16Matmul::applies(const float* x, int64_t T, int64_t ldx, const DeviceWei
 cudaError_t Bf16Matmul::run(const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y, int64_t ldy,
                             cudaStream_t stream) {
   if (!applies(x, T, ldx, w, y, ldy)) return cudaErrorInvalidValue;
-  if (!lt_)
-    lt_ = std::make_unique<LtPlans>(
-        LtPlanSpec{CUDA_R_16BF, CUDA_R_16BF, kMinAlignBytes, "BF16", "the SIMT kernel of matmul.cu"});
-  if (!lt_->handle()) return cudaErrorNotSupported;
+  if (!lt().handle()) return cudaErrorNotSupported;
   const int64_t N = w.rows, K = w.cols;
   const LtPlan& p = lt_->plan(T, N, K, ldy);
   if (!p.ok) return cudaErrorNotSupported;
 
   const size_t half_bytes = sizeof(uint16_t) * static_cast<size_t>(T * K);
-  ScratchLayout size(nullptr);
-  size.take(half_bytes);
-  size.take(half_bytes);
-  ScratchLayout at(split_.reserve(size.size(), stream));
+  ScratchLayout at(split_.reserve(split_bytes(T * K), stream));
   auto* hi = reinterpret_cast<uint16_t*>(at.take(half_bytes));
   auto* lo = reinterpret_cast<uint16_t*>(at.take(half_bytes));
   void* ws = lt_->workspace(stream);

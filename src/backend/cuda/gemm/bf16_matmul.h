@@ -54,6 +54,9 @@ class Bf16Matmul {
   Bf16Matmul& operator=(const Bf16Matmul&) = delete;
 
   bool enabled() const { return enabled_; }
+  // The split scratch for up to `elems` = T x K activations, the handle and
+  // workspace, made now (CudaBackend::reserve_scratch).
+  void reserve(int64_t elems, cudaStream_t stream);
   // Whether y = x · Wᵀ for T tokens takes this path: enabled, BF16 w,
   // T >= kBf16GemmMinTokens, K % 8 == 0 (bf16 rows in 16-byte multiples),
   // x, W and y 16-byte aligned, ldx % 4 == 0, ldy % 4 == 0.
@@ -68,8 +71,9 @@ class Bf16Matmul {
 
  private:
   bool enabled_;
-  std::unique_ptr<LtPlans> lt_;  // created on first use
-  DeviceBuffer split_;  // hi [T, K] then lo [T, K], bf16, each at a 256-byte boundary
+  LtPlans& lt();
+  std::unique_ptr<LtPlans> lt_;  // created on first use (or by reserve)
+  DeviceBuffer split_{"BF16 GEMM hi + lo"};  // hi [T, K] then lo [T, K], bf16, each at a 256-byte boundary
 };
 
 }  // namespace m2::cuda

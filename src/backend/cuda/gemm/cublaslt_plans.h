@@ -58,6 +58,7 @@ class LtPlans {
   // Null when cublasLtCreate failed (logged once, with the fallback).
   cublasLtHandle_t handle() const { return handle_; }
   void* workspace(cudaStream_t stream) { return workspace_.reserve(kWorkspaceBytes, stream); }
+  void reserve_workspace(cudaStream_t stream) { workspace_.reserve_up_front(kWorkspaceBytes, stream); }
   // The plan of this shape, made on first use (a shape without an
   // algorithm is logged once and stays !ok); `configure` sets a new plan's
   // extra descriptor attributes (scale modes and pointers; false: failed).
@@ -67,7 +68,7 @@ class LtPlans {
  private:
   LtPlanSpec spec_;
   cublasLtHandle_t handle_ = nullptr;
-  DeviceBuffer workspace_;
+  DeviceBuffer workspace_{"cuBLASLt workspace"};
   std::map<std::array<int64_t, 4>, LtPlan> plans_;  // (T, N, K, ldy)
 };
 

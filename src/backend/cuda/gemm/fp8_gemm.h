@@ -65,6 +65,9 @@ class Fp8Matmul {
   Fp8Matmul& operator=(const Fp8Matmul&) = delete;
 
   Fp8GemmMode mode() const { return mode_; }
+  // Scratch for quantising up to `elems` = T x K activations, and (cuBLASLt
+  // mode) the handle and workspace, made now (CudaBackend::reserve_scratch).
+  void reserve(int64_t elems, cudaStream_t stream);
   // Quantises x, then run_quantized.
   cudaError_t run(const MatmulPlan& plan, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w, float* y,
                   int64_t ldy, cudaStream_t stream);
@@ -93,9 +96,10 @@ class Fp8Matmul {
 
  private:
   Fp8GemmMode mode_;
-  std::unique_ptr<LtPlans> lt_;  // created on first use
-  DeviceBuffer q_, s_;
-  DeviceBuffer s_main_;  // the aligned rows' scales, [K / 128, T_main] (split above)
+  LtPlans& lt();
+  std::unique_ptr<LtPlans> lt_;  // created on first use (or by reserve)
+  DeviceBuffer q_{"FP8 GEMM x codes"}, s_{"FP8 GEMM x scales"};
+  DeviceBuffer s_main_{"FP8 GEMM re-strided scales"};  // the aligned rows' scales, [K / 128, T_main] (split above)
 };
 
 // ---- grouped MoE experts (moe_fp8.cu) ----------------------------------------------

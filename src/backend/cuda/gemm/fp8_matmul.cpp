@@ -26,6 +26,21 @@ namespace m2::cuda {
 Fp8Matmul::Fp8Matmul(Fp8GemmMode mode) : mode_(mode) {}
 Fp8Matmul::~Fp8Matmul() = default;
 
+LtPlans& Fp8Matmul::lt() {
+  if (!lt_)
+    lt_ = std::make_unique<LtPlans>(LtPlanSpec{CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, 0, "block-scaled FP8", "our FP8 kernel"});
+  return *lt_;
+}
+
+void Fp8Matmul::reserve(int64_t elems, cudaStream_t stream) {
+  if (elems <= 0) return;
+  const size_t scales = sizeof(float) * static_cast<size_t>(elems / 128);
+  q_.reserve_up_front(static_cast<size_t>(elems), stream);
+  s_.reserve_up_front(scales, stream);
+  s_main_.reserve_up_front(scales, stream);
+  if (mode_ == Fp8GemmMode::kCublasLt) lt().reserve_workspace(stream);
+}
+
 cudaError_t Fp8Matmul::run(const MatmulPlan& plan, const float* x, int64_t T, int64_t ldx, const DeviceWeight& w,
                            float* y, int64_t ldy, cudaStream_t stream) {
   const int64_t K = w.cols;
@@ -66,8 +81,7 @@ cudaError_t Fp8Matmul::run_cublaslt(const uint8_t* q, const float* s, int64_t T,
                                     int64_t ldy, cudaStream_t stream) {
   if (!fp8_gemm_supported(w)) return cudaErrorInvalidValue;
   if (T == 0) return cudaSuccess;
-  if (!lt_)
-    lt_ = std::make_unique<LtPlans>(LtPlanSpec{CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, 0, "block-scaled FP8", "our FP8 kernel"});
+  lt();
   LtPlans& lt = *lt_;
   if (!lt.handle()) return cudaErrorNotSupported;
   // A new plan is made with this call's scale pointers; they change with

@@ -17,11 +17,19 @@ bool RouteGemm::applies(const float* x, int64_t T, const DeviceWeight& gate, con
          gate.rows % 4 == 0 && aligned16(x) && aligned16(gate.data) && aligned16(logits);
 }
 
+LtPlans& RouteGemm::lt() {
+  if (!lt_) lt_ = std::make_unique<LtPlans>(LtPlanSpec{CUDA_R_32F, CUDA_R_32F, 16, "FP32 router", "the GEMV router"});
+  return *lt_;
+}
+
+void RouteGemm::reserve(cudaStream_t stream) {
+  if (enabled_) lt().reserve_workspace(stream);
+}
+
 cudaError_t RouteGemm::logits(const float* x, int64_t T, const DeviceWeight& gate, float* logits,
                               cudaStream_t stream) {
   if (!applies(x, T, gate, logits)) return cudaErrorInvalidValue;
-  if (!lt_) lt_ = std::make_unique<LtPlans>(LtPlanSpec{CUDA_R_32F, CUDA_R_32F, 16, "FP32 router", "the GEMV router"});
-  if (!lt_->handle()) return cudaErrorNotSupported;
+  if (!lt().handle()) return cudaErrorNotSupported;
   const int64_t E = gate.rows, H = gate.cols;
   const LtPlan& p = lt_->plan(T, E, H, E);
   if (!p.ok) return cudaErrorNotSupported;

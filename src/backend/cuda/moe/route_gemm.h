@@ -29,9 +29,12 @@ class RouteGemm {
   // logits [T, E] = x [T, H] · gateᵀ; cudaErrorNotSupported where cuBLASLt
   // is missing or has no algorithm for the shape (logged once).
   cudaError_t logits(const float* x, int64_t T, const DeviceWeight& gate, float* logits, cudaStream_t stream);
+  // The handle and workspace, made now (CudaBackend::reserve_scratch).
+  void reserve(cudaStream_t stream);
 
  private:
   bool enabled_;
+  LtPlans& lt();
   std::unique_ptr<LtPlans> lt_;
 };
 

@@ -20,6 +20,7 @@
 #include "backend/cuda/moe/moe_cutlass.h"
 #include "backend/cuda/moe/moe_decode.h"
 #include "backend/cuda/runtime/backend_impl.h"
+#include "backend/cuda/runtime/scratch_plan.h"
 #include "backend/cuda/runtime/check.h"
 #include "util/log.h"
 
@@ -49,7 +50,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const cuda::CudaOptions& 
 }
 
 std::string cuda_describe_plans(const ModelConfig& config, std::span<const cuda::StepShape> steps,
-                                const cuda::CudaOptions& options) {
+                                const cuda::CudaOptions& options, const StepLimits& limits) {
   cuda::DeviceCaps caps = cuda::h200_caps();
   std::string where = "an H200 (132 SMs; no CUDA device here)";
   if (cuda_device_count() > 0) {
@@ -64,6 +65,11 @@ std::string cuda_describe_plans(const ModelConfig& config, std::span<const cuda:
   }
   std::string out = fmt::format("CUDA kernels on {}\noptions {}\n", where, options.describe());
   for (const cuda::StepShape& s : steps) out += "\n" + cuda::describe_step_plan(config, s, options, caps);
+  out += fmt::format("\nsteps of at most {} tokens, {} sequences, {} logit rows, {} tokens of context, {} KV blocks of {} "
+                     "({}):\n  ",
+                     limits.max_tokens, limits.max_seqs, limits.max_logit_rows, limits.max_context,
+                     limits.cache.num_blocks, limits.cache.block_size, dtype_name(limits.cache.dtype));
+  out += cuda::plan_scratch(config, limits, options, caps).describe();
   return out;
 }
 
@@ -172,7 +178,7 @@ void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) 
                 bytes);
 }
 
-void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, Act out) {
+void CudaBackend::embed(const Weight& table, std::span<const int32_t> ids, Act out) {
   bind();
   auto timer = timed([&] { return fmt::format("embed T={}", ids.size()); });
   const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
@@ -181,7 +187,7 @@ void CudaBackend::embed(const TensorView& table, std::span<const int32_t> ids, A
         [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
 }
 
-void CudaBackend::rms_norm(Act x, const TensorView& weight, float eps, Act out) {
+void CudaBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
   bind();
   auto timer = timed([&] { return fmt::format("rms_norm T={}", x.rows); });
   check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data,
@@ -264,7 +270,7 @@ QkNormRopeArgs qk_args(Act q, Act k, const void* q_norm, const TensorView& qn, c
 }
 }  // namespace
 
-void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+void CudaBackend::qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                                std::span<const int32_t> positions, const RopeParams& rope) {
   bind();
   auto timer = timed([&] { return fmt::format("qk_norm_rope T={}", q.rows); });
@@ -277,7 +283,7 @@ void CudaBackend::qk_norm_rope(Act q, Act k, const TensorView& q_norm, const Ten
   });
 }
 
-void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm,
+void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm,
                                      float eps, std::span<const int32_t> positions, const RopeParams& rope,
                                      KvCache& cache, int layer, std::span<const int64_t> slots) {
   const KvCacheShape& s = cache.shape();
@@ -388,7 +394,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
   if (a.splits > 1)
     a.partials = static_cast<float*>(attn_partials_.reserve(
-        attention_partial_floats(q.rows, num_heads, s.head_dim, a.splits) * sizeof(float), stream_));
+        attention_partial_floats(a.num_items, s.num_kv_heads, s.head_dim, a.splits) * sizeof(float), stream_));
   auto context = [&] {
     return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
                        shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
@@ -396,7 +402,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
   check(launch_attention(a, stream_), "attention", context);
 }
 
-void CudaBackend::route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) {
+void CudaBackend::route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) {
   const size_t pairs = static_cast<size_t>(x.rows) * top_k;
   bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
   auto timer = timed([&] { return fmt::format("route T={}", x.rows); });
@@ -462,7 +468,7 @@ void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, 
 Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
   // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
   const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
-  if (!fp8_paths || scales_.empty() || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
+  if (!fp8_paths || !has_fp8_weights_ || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
   return fp8_copy_.produce(out, stream_);
@@ -532,7 +538,7 @@ const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t byt
   return array.upload(host, bytes, stream_);
 }
 
-void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) {
+void CudaBackend::add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
   bind();
   auto timer = timed([&] { return fmt::format("add_rms_norm T={}", x.rows); });
   auto context = [&] {
@@ -546,20 +552,20 @@ void CudaBackend::add_rms_norm(Act x, Act y, const TensorView& weight, float eps
 }
 
 void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
-  auto it = qkv_.find(wq.device);
-  if (it == qkv_.end()) {  // not stacked: three products
+  const DeviceWeight* stack = prepared(wq.prepared, wq.weight, "qkv_proj", "linear").qkv;
+  if (!stack) {  // not stacked: three products
     Backend::qkv_proj(x, wq, wk, wv, q, k, v);
     return;
   }
   // The stacked weight in one pass where a GEMV kernel streams it; else three products.
-  const MatmulPlan plan = plan_matmul(matmul_shape(x, it->second, q), options_, caps_);
+  const MatmulPlan plan = plan_matmul(matmul_shape(x, *stack, q), options_, caps_);
   if (plan.kernel != MatmulKernel::kGemv && plan.kernel != MatmulKernel::kGemvMma) {
     Backend::qkv_proj(x, wq, wk, wv, q, k, v);
     return;
   }
   bind();
   auto timer = timed([&] { return fmt::format("qkv_proj T={}", x.rows); });
-  const DeviceWeight& d = it->second;
+  const DeviceWeight& d = *stack;
   auto context = [&] {
     return fmt::format("qkv_proj x {} · W {} {} -> q {}, k {}, v {}", shape(x), dtype_name(d.dtype),
                        Shape{d.rows, d.cols}.str(), shape(q), shape(k), shape(v));

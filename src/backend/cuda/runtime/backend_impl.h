@@ -4,10 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/attention/attention.h"
@@ -49,22 +49,23 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> allocate(size_t bytes) override;
   void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
   void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
+  Result<size_t> reserve_scratch(const ModelConfig& config, const StepLimits& limits) override;  // backend_scratch.cpp
 
-  void embed(const TensorView& table, std::span<const int32_t> ids, Act out) override;
-  void rms_norm(Act x, const TensorView& weight, float eps, Act out) override;
+  void embed(const Weight& table, std::span<const int32_t> ids, Act out) override;
+  void rms_norm(Act x, const Weight& weight, float eps, Act out) override;
   void add(Act x, Act y) override;
   void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
   void matmul(Act x, const Linear& w, Act y) override;
-  void qk_norm_rope(Act q, Act k, const TensorView& q_norm, const TensorView& k_norm, float eps,
+  void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
   void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
                  Act out) override;
-  void route(Act x, const TensorView& gate, const TensorView& bias, int top_k, float scaling, Routing out) override;
+  void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
-  void add_rms_norm(Act x, Act y, const TensorView& weight, float eps, Act out) override;
+  void add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) override;
   void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
-  void qk_norm_rope_store(Act q, Act k, Act v, const TensorView& q_norm, const TensorView& k_norm, float eps,
+  void qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm, float eps,
                           std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache, int layer,
                           std::span<const int64_t> slots) override;
 
@@ -82,13 +83,19 @@ class CudaBackend final : public Backend {
   // sample() without sm_90 code: the logits to the host, model/sampling.h's reference there.
   Status sample_on_host(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
 
-  // Weight uploads (cuda_weights.cpp).
-  Status upload_view(const TensorView& t, const char* what);
-  Status upload_linear(Linear& l, const char* what);
+  // Weight uploads (runtime/weights.cpp). `Uploads`: the host tensors
+  // uploaded by this prepare_weights call, so that one under two names
+  // (tied embeddings) is copied once.
+  using Uploads = std::unordered_map<const void*, const PreparedTensor*>;
+  Status upload_view(Weight& t, const char* what, Uploads& uploads);
+  Status upload_linear(Linear& l, const char* what, Uploads& uploads);
   Status upload_experts(LayerWeights& layer, int index);
   // q, k and v of a layer in one allocation (rows stacked), so that decode
   // streams them in one pass; false when their shapes do not allow it.
-  Status upload_qkv(LayerWeights& layer, const char* what, bool* fused);
+  Status upload_qkv(LayerWeights& layer, const char* what, Uploads& uploads, bool* fused);
+  // Whether a weight's handle is one of this backend's records.
+  bool owns(Prepared p) const;
+  const PreparedTensor* record(const DeviceWeight& w);
   Status device_alloc(size_t bytes, const char* what, uint8_t** out);
   // Queues the upload of `src` to `dst`; prepare_weights streams the queue.
   void queue_copy(void* dst, const TensorView& src, std::string_view what);
@@ -96,9 +103,11 @@ class CudaBackend final : public Backend {
   // What plan_matmul is told of y = x · Wᵀ.
   MatmulShape matmul_shape(const Act& x, const DeviceWeight& d, const Act& y) const;
 
-  // Device copies of prepared weights; an unprepared one stops the process.
-  const void* device_view(const TensorView& t, const char* op) const;
-  DeviceWeight device_weight(const Linear& l, const char* op) const;
+  // Device copies of prepared weights, from their handles; a weight not
+  // prepared by this backend stops the process.
+  const PreparedTensor& prepared(Prepared p, const TensorView& t, const char* op, const char* what) const;
+  const void* device_view(const Weight& t, const char* op) const;
+  const DeviceWeight& device_weight(const Linear& l, const char* op) const;
   const DeviceExperts& device_experts(const LayerWeights& layer) const;
 
   // The attention work list of `seqs` (sequences, items, block tables packed
@@ -161,13 +170,13 @@ class CudaBackend final : public Backend {
   bool sync_each_op_ = false;
   cudaStream_t stream_ = nullptr;
 
-  std::vector<void*> weight_memory_;                           // owned device allocations
-  std::unordered_map<const void*, const void*> views_;         // host data -> device copy
-  std::unordered_set<const void*> linears_;                     // Linear::device values we set
-  std::unordered_map<const void*, const float*> scales_;       // device FP8 weight -> its scales
-  std::unordered_map<const void*, DeviceExperts> experts_;     // expert 0's w1.device -> the layer's experts
-  std::unordered_map<const void*, DeviceWeight> qkv_;          // q_proj.device -> q|k|v stacked
-  std::vector<WeightCopy> pending_copies_;                     // prepare_weights' queued uploads
+  std::vector<void*> weight_memory_;      // owned device allocations
+  // The records the weights' handles point at (deques: stable addresses).
+  std::deque<PreparedTensor> tensors_;
+  std::deque<PreparedExperts> experts_;
+  std::deque<DeviceWeight> stacks_;       // layers' stacked q|k|v (PreparedTensor::qkv)
+  bool has_fp8_weights_ = false;
+  std::vector<WeightCopy> pending_copies_;  // prepare_weights' queued uploads
 
   // Step graphs: one executable graph per key, valid for the memory
   // generation it was recorded in; a key is recorded the second time it is
@@ -194,17 +203,24 @@ class CudaBackend final : public Backend {
 
   Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(options_.fp8_gemm, features_)};  // FP8 weights x many tokens
   Fp8ActCopy fp8_copy_{options_.fused_quant};  // producers' FP8 copies
-  DeviceArray ids_, rows_, positions_, slots_, attn_meta_;
-  DeviceBuffer route_logits_, route_counters_, moe_scratch_, moe_counters_, attn_partials_, attn_decode_partials_, attn_counters_;
+  DeviceArray ids_{"token ids"}, rows_{"logit rows"}, positions_{"positions"}, slots_{"KV slots"},
+      attn_meta_{"attention work list"};
+  DeviceBuffer route_logits_{"router logits"}, route_counters_{"router counters"}, moe_scratch_{"MoE scratch"},
+      moe_counters_{"MoE decode counters"}, attn_partials_{"attention split partials"},
+      attn_decode_partials_{"decode attention split partials"}, attn_counters_{"decode attention split counters"};
   // FlashInfer's prefill attention: its work plan, bf16 copies of q and o,
   // and for FP8 caches the pages it reads, copied to bf16.
   FlashInferPlan fi_plan_;
-  std::vector<int32_t> fi_pages_host_;
-  DeviceArray fi_plan_device_, fi_pages_device_;
-  DeviceBuffer fi_q_, fi_o_, fi_k_, fi_v_;
+  std::vector<int32_t> fi_pages_host_, fi_tables_host_;
+  // Per cache block: the call that last copied it (stamp) and its page in the copies.
+  std::vector<std::pair<uint64_t, int32_t>> fi_page_slot_;
+  uint64_t fi_page_stamp_ = 0;
+  DeviceArray fi_plan_device_{"FlashInfer plan"}, fi_pages_device_{"FlashInfer page ids"};
+  DeviceBuffer fi_q_{"FlashInfer q"}, fi_o_{"FlashInfer o"}, fi_k_{"FlashInfer k pages"}, fi_v_{"FlashInfer v pages"};
   std::vector<uint8_t> attn_meta_host_;
-  DeviceArray sample_args_, sample_edits_;  // cuda_sampling.cpp
-  DeviceBuffer sample_results_;
+  // The sampler's (sampling/backend_sampling.cpp), after the step's graph.
+  DeviceArray sample_args_{"sampling rows", false}, sample_edits_{"sampling edits", false};
+  DeviceBuffer sample_results_{"sampling results", false};
   std::vector<SampleRowResult> sample_results_host_;
   Bf16Matmul bf16_matmul_{options_.bf16_gemm};  // BF16 weights x many tokens (bf16_matmul.h)
   RouteGemm route_gemm_{options_.route_gemm};    // the router's logits for many tokens (route_gemm.h)

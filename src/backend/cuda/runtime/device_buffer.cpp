@@ -5,11 +5,15 @@
 #include <cstring>
 
 #include "backend/cuda/runtime/check.h"
+#include "util/log.h"
 
 namespace m2::cuda {
 namespace {
 std::atomic<uint64_t> g_generation{0};
+std::atomic<int64_t> g_growths_past_reserve{0};
 }  // namespace
+
+int64_t scratch_growths_past_reserve() { return g_growths_past_reserve.load(); }
 
 uint64_t memory_generation() { return g_generation.load(); }
 void bump_memory_generation() { g_generation.fetch_add(1); }
@@ -25,12 +29,28 @@ void* DeviceBuffer::reserve(size_t bytes, cudaStream_t stream, bool zero) {
     M2_CUDA_CHECK(cudaFree(data_), "scratch growth to {} bytes", bytes);
     data_ = nullptr;
   }
-  bump_memory_generation();
+  if (planned_) {
+    g_growths_past_reserve.fetch_add(1);
+    if (!warned_)
+      log_warn("CUDA scratch '{}' grew past its up-front size ({} -> {} bytes): the step was larger than the limits "
+               "it was sized for, or scratch_plan undersized it",
+               name_, size_, bytes);
+    warned_ = true;
+  }
+  if (in_graphs_) bump_memory_generation();
   const size_t grown = std::max(bytes, size_ + size_ / 2);  // amortise growth
   M2_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(grown, 256)), "cudaMalloc of {} bytes of scratch", grown);
   size_ = std::max<size_t>(grown, 256);
   if (zero) M2_CUDA_CHECK(cudaMemsetAsync(data_, 0, size_, stream), "zeroing {} bytes of scratch", size_);
   return data_;
+}
+
+void DeviceBuffer::reserve_up_front(size_t bytes, cudaStream_t stream, bool zero) {
+  if (bytes > size_) {
+    planned_ = false;  // this growth is the plan's
+    reserve(bytes, stream, zero);
+  }
+  planned_ = true;
 }
 
 bool DeviceArray::holds(const void* host, size_t bytes) const {

@@ -36,10 +36,16 @@ class ScratchLayout {
   size_t size_ = 0;
 };
 
+// Growths of buffers past their up-front size (DeviceBuffer::reserve_up_front)
+// in this process: each one is a sizing bug in scratch_plan (tests check 0).
+int64_t scratch_growths_past_reserve();
+
 // Scratch that grows on demand; contents are not kept across a growth.
 class DeviceBuffer {
  public:
-  DeviceBuffer() = default;
+  // `name`: for the log. `in_graphs` false: no recorded step graph reads the
+  // buffer (the sampler's), so its growth keeps the graphs.
+  explicit DeviceBuffer(const char* name = "scratch", bool in_graphs = true) : name_(name), in_graphs_(in_graphs) {}
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer();
@@ -48,8 +54,16 @@ class DeviceBuffer {
   // the old memory finishes before it is freed). New memory is zeroed when
   // `zero` is set.
   void* reserve(size_t bytes, cudaStream_t stream, bool zero = false);
+  // The size planned for the largest step (Backend::reserve_scratch): a
+  // later growth past it is logged once and counted.
+  void reserve_up_front(size_t bytes, cudaStream_t stream, bool zero = false);
+  size_t size() const { return size_; }
 
  private:
+  const char* name_;
+  bool in_graphs_;
+  bool planned_ = false;  // sized by reserve_up_front
+  bool warned_ = false;
   void* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -59,9 +73,11 @@ class DeviceBuffer {
 // tables, so a step uploads them once.
 class DeviceArray {
  public:
+  explicit DeviceArray(const char* name = "host array", bool in_graphs = true) : buffer_(name, in_graphs) {}
   const void* upload(const void* host, size_t bytes, cudaStream_t stream);
   // Room for `bytes` without moving (so that later uploads keep the address).
   void reserve(size_t bytes, cudaStream_t stream) { buffer_.reserve(bytes, stream); }
+  void reserve_up_front(size_t bytes, cudaStream_t stream) { buffer_.reserve_up_front(bytes, stream); }
   // Whether `host` holds the bytes last uploaded (upload would copy nothing).
   bool holds(const void* host, size_t bytes) const;
 

@@ -42,6 +42,19 @@ struct DeviceExperts {
   int64_t stride2 = 0, scale_off2 = 0;
 };
 
+// What the CUDA backend's prepare_weights made of a weight (Weight::prepared,
+// Linear::prepared point at one; `owner` is the backend whose ops may read it).
+struct PreparedTensor {
+  const void* owner = nullptr;
+  DeviceWeight weight;                // vectors: data and dtype, rows = elements, cols = 1
+  const DeviceWeight* qkv = nullptr;  // a q_proj whose layer's q, k and v are stacked: the stack
+};
+// ... and of a layer's experts (LayerWeights::prepared_experts).
+struct PreparedExperts {
+  const void* owner = nullptr;
+  DeviceExperts experts;
+};
+
 // An optional FP8 copy of an fp32 activation [T, K] that its producer kernel
 // writes beside it (null q: none): codes q [T, K] e4m3 and scales
 // s [K / 128, T] (s[kb * T + t]), exactly what launch_quantize_fp8

@@ -12,6 +12,12 @@ void Fp8ActCopy::begin_reader_op(std::initializer_list<WrittenBytes> writes) {
   }
 }
 
+void Fp8ActCopy::reserve(size_t codes, cudaStream_t stream) {
+  if (!enabled_ || codes == 0) return;
+  q_.reserve_up_front(codes, stream);
+  s_.reserve_up_front(codes / kFp8Block * sizeof(float), stream);
+}
+
 Fp8Out Fp8ActCopy::produce(const Act& out, cudaStream_t stream) {
   live_ = false;
   if (!enabled_) return {};

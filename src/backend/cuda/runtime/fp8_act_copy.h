@@ -56,6 +56,8 @@ class Fp8ActCopy {
   Fp8ActCopy& operator=(const Fp8ActCopy&) = delete;
 
   bool enabled() const { return enabled_; }
+  // Room for copies of up to `codes` = T x K values (CudaBackend::reserve_scratch).
+  void reserve(size_t codes, cudaStream_t stream);
 
   // The start of an op that may write anything: the copy is dropped.
   void begin_op() { live_ = false; }
@@ -76,7 +78,7 @@ class Fp8ActCopy {
   bool live_ = false;
   Act act_;  // what the copy is of, while live_
   Fp8Out copy_;
-  DeviceBuffer q_, s_;
+  DeviceBuffer q_{"FP8 copy codes"}, s_{"FP8 copy scales"};
   int64_t uses_ = 0;
 };
 

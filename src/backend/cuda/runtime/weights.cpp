@@ -5,17 +5,19 @@
 // then stream out of the checkpoint shard by shard (model/weight_stream.h),
 // which reads ahead only what is about to be copied and drops the host pages
 // of what has been, so a checkpoint larger than host memory loads. Layout:
-//   - norms, embeddings, router gate and bias: one allocation each, found by
-//     the host view's data pointer;
+//   - norms, embeddings, router gate and bias: one allocation each;
 //   - dense linears: the weight, then (FP8) its fp32 scales at the next
-//     256-byte boundary, found through Linear::device;
+//     256-byte boundary; a layer's q, k and v stacked in one allocation
+//     where their shapes allow (decode streams them in one pass);
 //   - experts: each layer's w1, w3 and w2 stacked expert after expert
-//     (DeviceExperts, found through expert 0's w1.device), so the MoE kernels
-//     address expert e by stride.
-// A Linear whose `device` this backend did not set (fresh, or set by another
-// backend) is uploaded; views are found by host address, so host tensors
-// must stay where they are while the backend uses their copies. After a
-// failed prepare_weights the device copies are incomplete: the caller stops.
+//     (DeviceExperts), so the MoE kernels address expert e by stride.
+// Each weight's handle (Weight::prepared, Linear::prepared,
+// LayerWeights::prepared_experts) points at this backend's record of its
+// copy (device_types.h: PreparedTensor, PreparedExperts), which the ops read
+// directly. A weight whose handle is not this backend's (fresh, or another
+// backend's) is uploaded; one host tensor under two names (tied embeddings)
+// gets one copy. After a failed prepare_weights the device copies are
+// incomplete: the caller stops.
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -64,44 +66,62 @@ void CudaBackend::queue_copy(void* dst, const TensorView& src, std::string_view 
   pending_copies_.push_back({src.data, src.nbytes(), dst, std::string(what)});
 }
 
-Status CudaBackend::upload_view(const TensorView& t, const char* what) {
-  if (t.empty() || views_.count(t.data)) return Status();
+bool CudaBackend::owns(Prepared p) const {
+  // Both record types start with their owner.
+  return p && static_cast<const PreparedTensor*>(p)->owner == this;
+}
+
+const PreparedTensor* CudaBackend::record(const DeviceWeight& w) {
+  PreparedTensor& r = tensors_.emplace_back();
+  r.owner = this;
+  r.weight = w;
+  if (w.scales) has_fp8_weights_ = true;
+  return &r;
+}
+
+Status CudaBackend::upload_view(Weight& t, const char* what, Uploads& uploads) {
+  if (t.empty() || owns(t.prepared)) return Status();
+  if (auto it = uploads.find(t.data); it != uploads.end()) {
+    t.prepared = it->second;
+    return Status();
+  }
   uint8_t* dev = nullptr;
   M2_RETURN_IF_ERROR(device_alloc(t.nbytes(), what, &dev));
   queue_copy(dev, t, what);
-  views_[t.data] = dev;
+  DeviceWeight d;
+  d.data = dev, d.dtype = t.dtype, d.rows = t.shape.ndim > 0 ? t.shape[0] : 1;
+  d.cols = t.shape.ndim > 1 ? t.shape[1] : 1;
+  t.prepared = uploads[t.data] = record(d);
   return Status();
 }
 
-Status CudaBackend::upload_linear(Linear& l, const char* what) {
-  if (l.weight.empty() || linears_.count(l.device)) return Status();  // none, or already ours
+Status CudaBackend::upload_linear(Linear& l, const char* what, Uploads& uploads) {
+  if (l.weight.empty() || owns(l.prepared)) return Status();  // none, or already ours
   M2_RETURN_IF_ERROR(check_fp8_blocks(l, what));
-  auto it = views_.find(l.weight.data);  // a dense tensor already up (the tied lm_head)
-  if (it != views_.end() && !l.is_fp8()) {
-    l.device = const_cast<void*>(it->second);
-    linears_.insert(l.device);
+  if (auto it = uploads.find(l.weight.data); it != uploads.end() && !l.is_fp8()) {  // the tied lm_head
+    l.prepared = it->second;
     return Status();
   }
   uint8_t* dev = nullptr;
   M2_RETURN_IF_ERROR(device_alloc(linear_bytes(l), what, &dev));
   queue_copy(dev, l.weight, what);
+  DeviceWeight d;
+  d.data = dev, d.dtype = l.weight.dtype, d.rows = l.out_features(), d.cols = l.in_features();
   if (l.is_fp8()) {
     uint8_t* scales = dev + align256(l.weight.nbytes());
     queue_copy(scales, l.scale_inv, what);
-    scales_[dev] = reinterpret_cast<const float*>(scales);
+    d.scales = reinterpret_cast<const float*>(scales), d.scale_ld = l.scale_inv.shape[1];
   }
-  views_[l.weight.data] = dev;
-  l.device = dev;
-  linears_.insert(dev);
+  l.prepared = uploads[l.weight.data] = record(d);
   return Status();
 }
 
-Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, bool* fused) {
+Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, Uploads& uploads, bool* fused) {
   *fused = false;
   Linear* ls[3] = {&layer.q_proj, &layer.k_proj, &layer.v_proj};
   const Linear& q = *ls[0];
   for (const Linear* l : ls) {
-    if (l->weight.empty() || linears_.count(l->device) || views_.count(l->weight.data)) return Status();
+    if (l->weight.empty() || owns(l->prepared) || uploads.count(l->weight.data)) return Status();
     if (l->weight.dtype != q.weight.dtype || l->in_features() != q.in_features()) return Status();
     if (l->is_fp8() && (l->out_features() % kFp8Block != 0 || l->scale_inv.shape.ndim != 2 ||
                         l->scale_inv.shape[1] != q.scale_inv.shape[1]))
@@ -118,30 +138,29 @@ Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, bool* fuse
   uint8_t* scale_base = q.is_fp8() ? base + align256(data) : nullptr;
   size_t d_off = 0, s_off = 0;
   int64_t rows = 0;
+  DeviceWeight& stack = stacks_.emplace_back();
   for (Linear* l : ls) {
-    uint8_t* dev = base + d_off;
-    queue_copy(dev, l->weight, what);
+    DeviceWeight d;
+    d.data = base + d_off, d.dtype = l->weight.dtype, d.rows = l->out_features(), d.cols = l->in_features();
+    queue_copy(base + d_off, l->weight, what);
     if (l->is_fp8()) {
       queue_copy(scale_base + s_off, l->scale_inv, what);
-      scales_[dev] = reinterpret_cast<const float*>(scale_base + s_off);
+      d.scales = reinterpret_cast<const float*>(scale_base + s_off), d.scale_ld = l->scale_inv.shape[1];
       s_off += bytes_of(l->scale_inv);
     }
-    views_[l->weight.data] = dev;
-    l->device = dev;
-    linears_.insert(dev);
+    l->prepared = uploads[l->weight.data] = record(d);
     d_off += bytes_of(l->weight);
     rows += l->out_features();
   }
-  DeviceWeight w;
-  w.data = base, w.scales = reinterpret_cast<const float*>(scale_base), w.dtype = q.weight.dtype;
-  w.rows = rows, w.cols = q.in_features(), w.scale_ld = q.is_fp8() ? q.scale_inv.shape[1] : 0;
-  qkv_[base] = w;
+  stack.data = base, stack.scales = reinterpret_cast<const float*>(scale_base), stack.dtype = q.weight.dtype;
+  stack.rows = rows, stack.cols = q.in_features(), stack.scale_ld = q.is_fp8() ? q.scale_inv.shape[1] : 0;
+  const_cast<PreparedTensor*>(static_cast<const PreparedTensor*>(layer.q_proj.prepared))->qkv = &stack;
   *fused = true;
   return Status();
 }
 
 Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
-  if (layer.experts.empty() || experts_.count(layer.experts[0].w1.device)) return Status();
+  if (layer.experts.empty() || owns(layer.prepared_experts)) return Status();
   const ExpertWeights& e0 = layer.experts[0];
   const std::string what = fmt::format("layer {} experts", index);
   for (const ExpertWeights& e : layer.experts) {
@@ -173,16 +192,21 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
         {&e.w1, w1 + i * d.stride13, d.scale_off13}, {&e.w3, w3 + i * d.stride13, d.scale_off13},
         {&e.w2, w2 + i * d.stride2, d.scale_off2}};
     for (auto [l, dst, scale_off] : parts) {
+      // Each expert matrix gets its record too (a product over one expert, tests).
+      DeviceWeight m;
+      m.data = dst, m.dtype = l->weight.dtype, m.rows = l->out_features(), m.cols = l->in_features();
       queue_copy(dst, l->weight, what);
       if (l->is_fp8()) {
         queue_copy(dst + scale_off, l->scale_inv, what);
-        scales_[dst] = reinterpret_cast<const float*>(dst + scale_off);
+        m.scales = reinterpret_cast<const float*>(dst + scale_off), m.scale_ld = l->scale_inv.shape[1];
       }
-      l->device = dst;
-      linears_.insert(dst);
+      l->prepared = record(m);
     }
   }
-  experts_[d.w1] = d;  // expert 0's w1 starts the stack
+  PreparedExperts& r = experts_.emplace_back();
+  r.owner = this;
+  r.experts = d;
+  layer.prepared_experts = &r;
   return Status();
 }
 
@@ -191,22 +215,19 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
   // What is still to upload (with the device alignment), for the fit check.
   std::set<const void*> seen;
   size_t total = 0;
-  auto count = [&](const TensorView& t, size_t bytes) {
-    if (!t.empty() && !views_.count(t.data) && seen.insert(t.data).second) total += bytes;
+  auto count = [&](const TensorView& t, Prepared p, size_t bytes) {
+    if (!t.empty() && !owns(p) && seen.insert(t.data).second) total += bytes;
   };
-  auto count_view = [&](const TensorView& t) { count(t, bytes_of(t)); };
-  auto count_linear = [&](const Linear& l) {
-    if (!linears_.count(l.device)) count(l.weight, linear_bytes(l));
-  };
+  auto count_view = [&](const Weight& t) { count(t, t.prepared, bytes_of(t)); };
+  auto count_linear = [&](const Linear& l) { count(l.weight, l.prepared, linear_bytes(l)); };
   count_view(w.embed);
   count_view(w.final_norm);
   count_linear(w.lm_head);
   for (const LayerWeights& L : w.layers) {
-    for (const TensorView* t : {&L.input_norm, &L.post_attention_norm, &L.q_norm, &L.k_norm, &L.router,
-                                &L.router_bias})
+    for (const Weight* t : {&L.input_norm, &L.post_attention_norm, &L.q_norm, &L.k_norm, &L.router, &L.router_bias})
       count_view(*t);
     for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj}) count_linear(*l);
-    if (!L.experts.empty() && !experts_.count(L.experts[0].w1.device))
+    if (!L.experts.empty() && !owns(L.prepared_experts))
       for (const ExpertWeights& e : L.experts)
         total += align256(linear_bytes(e.w1)) * 2 + align256(linear_bytes(e.w2));
   }
@@ -217,25 +238,26 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
                   "--num-layers)",
                   total / 1073741824.0, device_, free_b / 1073741824.0, total_b / 1073741824.0);
   pending_copies_.clear();
-  M2_RETURN_IF_ERROR(upload_view(w.embed, "embed_tokens"));
-  M2_RETURN_IF_ERROR(upload_view(w.final_norm, "norm"));
-  M2_RETURN_IF_ERROR(upload_linear(w.lm_head, "lm_head"));
+  Uploads uploads;  // host tensor -> its record, for one tensor under two names
+  M2_RETURN_IF_ERROR(upload_view(w.embed, "embed_tokens", uploads));
+  M2_RETURN_IF_ERROR(upload_view(w.final_norm, "norm", uploads));
+  M2_RETURN_IF_ERROR(upload_linear(w.lm_head, "lm_head", uploads));
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& L = w.layers[i];
-    M2_RETURN_IF_ERROR(upload_view(L.input_norm, "input_layernorm"));
-    M2_RETURN_IF_ERROR(upload_view(L.post_attention_norm, "post_attention_layernorm"));
-    M2_RETURN_IF_ERROR(upload_view(L.q_norm, "q_norm"));
-    M2_RETURN_IF_ERROR(upload_view(L.k_norm, "k_norm"));
-    M2_RETURN_IF_ERROR(upload_view(L.router, "gate"));
-    M2_RETURN_IF_ERROR(upload_view(L.router_bias, "e_score_correction_bias"));
+    M2_RETURN_IF_ERROR(upload_view(L.input_norm, "input_layernorm", uploads));
+    M2_RETURN_IF_ERROR(upload_view(L.post_attention_norm, "post_attention_layernorm", uploads));
+    M2_RETURN_IF_ERROR(upload_view(L.q_norm, "q_norm", uploads));
+    M2_RETURN_IF_ERROR(upload_view(L.k_norm, "k_norm", uploads));
+    M2_RETURN_IF_ERROR(upload_view(L.router, "gate", uploads));
+    M2_RETURN_IF_ERROR(upload_view(L.router_bias, "e_score_correction_bias", uploads));
     bool fused = false;
-    M2_RETURN_IF_ERROR(upload_qkv(L, "q_proj|k_proj|v_proj", &fused));
+    M2_RETURN_IF_ERROR(upload_qkv(L, "q_proj|k_proj|v_proj", uploads, &fused));
     if (!fused) {
-      M2_RETURN_IF_ERROR(upload_linear(L.q_proj, "q_proj"));
-      M2_RETURN_IF_ERROR(upload_linear(L.k_proj, "k_proj"));
-      M2_RETURN_IF_ERROR(upload_linear(L.v_proj, "v_proj"));
+      M2_RETURN_IF_ERROR(upload_linear(L.q_proj, "q_proj", uploads));
+      M2_RETURN_IF_ERROR(upload_linear(L.k_proj, "k_proj", uploads));
+      M2_RETURN_IF_ERROR(upload_linear(L.v_proj, "v_proj", uploads));
     }
-    M2_RETURN_IF_ERROR(upload_linear(L.o_proj, "o_proj"));
+    M2_RETURN_IF_ERROR(upload_linear(L.o_proj, "o_proj", uploads));
     M2_RETURN_IF_ERROR(upload_experts(L, static_cast<int>(i)));
   }
   WeightStreamOptions options;
@@ -273,41 +295,30 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
   return Status();
 }
 
-const void* CudaBackend::device_view(const TensorView& t, const char* op) const {
-  if (t.empty()) return nullptr;
-  auto it = views_.find(t.data);
-  if (it == views_.end()) {
-    log_error("{}: tensor {} {} was not uploaded by prepare_weights", op, dtype_name(t.dtype), t.shape.str());
+const PreparedTensor& CudaBackend::prepared(Prepared p, const TensorView& t, const char* op, const char* what) const {
+  if (!owns(p)) {
+    log_error("{}: {} {} {} was not uploaded by this backend's prepare_weights", op, what, dtype_name(t.dtype),
+              t.shape.str());
     std::abort();
   }
-  return it->second;
+  return *static_cast<const PreparedTensor*>(p);
 }
 
-DeviceWeight CudaBackend::device_weight(const Linear& l, const char* op) const {
-  if (!linears_.count(l.device)) {
-    log_error("{}: linear {} {} was not uploaded by prepare_weights", op, dtype_name(l.weight.dtype),
-              l.weight.shape.str());
-    std::abort();
-  }
-  DeviceWeight d;
-  d.data = static_cast<const uint8_t*>(l.device);
-  d.dtype = l.weight.dtype;
-  d.rows = l.out_features();
-  d.cols = l.in_features();
-  if (l.is_fp8()) {
-    d.scales = scales_.at(l.device);
-    d.scale_ld = l.scale_inv.shape[1];
-  }
-  return d;
+const void* CudaBackend::device_view(const Weight& t, const char* op) const {
+  if (t.empty()) return nullptr;
+  return prepared(t.prepared, t, op, "tensor").weight.data;
+}
+
+const DeviceWeight& CudaBackend::device_weight(const Linear& l, const char* op) const {
+  return prepared(l.prepared, l.weight, op, "linear").weight;
 }
 
 const DeviceExperts& CudaBackend::device_experts(const LayerWeights& layer) const {
-  auto it = layer.experts.empty() ? experts_.end() : experts_.find(layer.experts[0].w1.device);
-  if (it == experts_.end()) {
-    log_error("moe: the experts of this layer were not uploaded by prepare_weights");
+  if (layer.experts.empty() || !owns(layer.prepared_experts)) {
+    log_error("moe: the experts of this layer were not uploaded by this backend's prepare_weights");
     std::abort();
   }
-  return it->second;
+  return static_cast<const PreparedExperts*>(layer.prepared_experts)->experts;
 }
 
 }  // namespace m2::cuda

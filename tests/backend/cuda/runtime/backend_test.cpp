@@ -1,6 +1,7 @@
 // The CUDA backend's own checks beside the op conformance suite
 // (tests/backend/ops_conformance_test.cpp): the dummy FP8 weights it
 // generates on the GPU, and a missing device refused.
+#include "backend/cuda/runtime/device_types.h"
 #include "backend/cuda/runtime/dummy_fill.h"
 #include "../cuda_test_util.h"
 #include "model/dummy_values.h"
@@ -39,7 +40,9 @@ TEST_F(Ops, DummyFp8WeightsGeneratedOnTheGpuAreTheHostFill) {
       {&H.experts[3].w2, &D.experts[3].w2}};
   for (auto [h, d] : pairs) {
     const size_t bytes = h->weight.nbytes();
-    const std::vector<uint8_t> got = to_host(static_cast<const uint8_t*>(d->device), bytes);
+    const auto* record = static_cast<const cuda::PreparedTensor*>(d->prepared);
+    ASSERT_NE(record, nullptr);
+    const std::vector<uint8_t> got = to_host(record->weight.data, bytes);
     EXPECT_EQ(0, std::memcmp(got.data(), h->weight.data, bytes)) << h->weight.shape.str();
   }
 }

@@ -224,7 +224,7 @@ TEST_F(Fused, QkNormRopeStoreIntoFp8CacheIsBitIdenticalToCpu) {
       KvCache ccache(s, std::shared_ptr<void>(cpu_bytes.data(), [](void*) {}));
       const std::vector<int64_t> slots = qk_slots(T, s.num_blocks * s.block_size);
       const RopeParams rope{c.hd, c.rot, 5e6};
-      const TensorView &qn = w.layers[0].q_norm, &kn = w.layers[0].k_norm;
+      const Weight &qn = w.layers[0].q_norm, &kn = w.layers[0].k_norm;
       Act gq = to_gpu(q, T), gk = to_gpu(k, T), gv = to_gpu(v, T);
       gpu_->qk_norm_rope_store(gq, gk, gv, qn, kn, 1e-6f, pos, rope, fused, 0, slots);
       Act uq = to_gpu(q, T), uk = to_gpu(k, T);
