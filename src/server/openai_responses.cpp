@@ -28,7 +28,8 @@ class ResponsesGeneration final : public Generation {
         prompt_(std::move(prompt)),
         conversation_(std::move(conversation)),
         parser_(prompt_.parse),
-        output_(r_.summary, r_.stream ? ResponsesOutput::Sink([this](OrderedJson e) { write_event(std::move(e)); })
+        output_(r_.summary, r_.encrypted_reasoning ? &ctx.thinking_signer : nullptr,
+                r_.stream ? ResponsesOutput::Sink([this](OrderedJson e) { write_event(std::move(e)); })
                                       : ResponsesOutput::Sink()) {}
 
  private:
@@ -160,7 +161,7 @@ void handle_responses(ServerContext& ctx, const HttpRequest& request, const Orde
     }
     previous = std::move(stored->conversation);
   }
-  auto r = parse_responses_request(body, ctx.defaults, previous);
+  auto r = parse_responses_request(body, ctx.defaults, previous, ctx.thinking_signer);
   if (!r.ok()) return fail(r.status());
   // Agents ask for more output than a small context holds: as for Anthropic,
   // the response gets what the context has left.

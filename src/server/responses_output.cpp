@@ -74,6 +74,7 @@ void ResponsesOutput::close(const char* status) {
       emit("response.reasoning_summary_part.done", std::move(s));
       item["summary"] = OrderedJson::array({{{"type", "summary_text"}, {"text", text_}}});
     }
+    if (sealer_) item["encrypted_content"] = sealer_->seal(text_);
   } else if (open_ == Open::kMessage) {
     OrderedJson e = at;
     e["content_index"] = 0;

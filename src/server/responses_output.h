@@ -2,7 +2,8 @@
 // from the streaming assistant parser's deltas: a `reasoning` item (M2's
 // <think> text as reasoning_text content, and as a summary_text part too
 // when the request asked for a summary: there is no summariser, the summary
-// is the reasoning itself), a `message` item (output_text), and one
+// is the reasoning itself; and sealed as `encrypted_content` when the
+// request included it), a `message` item (output_text), and one
 // `function_call` item per tool call, in the order the model wrote them.
 // Each change is also reported as the stream events of the Responses API
 // (response.output_item.added, content_part.added, output_text.delta, ...),
@@ -13,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "server/thinking_signature.h"
 #include "text/assistant_output_parser.h"
 #include "util/json.h"
 
@@ -22,7 +24,9 @@ class ResponsesOutput {
  public:
   // `sink(event)`: one event without its sequence_number (null: no events).
   using Sink = std::function<void(OrderedJson event)>;
-  ResponsesOutput(bool summary, Sink sink) : summary_(summary), sink_(std::move(sink)) {}
+  // `sealer`: set when the request included reasoning.encrypted_content.
+  ResponsesOutput(bool summary, const ThinkingSigner* sealer, Sink sink)
+      : summary_(summary), sealer_(sealer), sink_(std::move(sink)) {}
 
   void add(const text::AssistantDelta& delta);
   // The output ended; `incomplete`: by max_output_tokens (the open item is
@@ -44,6 +48,7 @@ class ResponsesOutput {
   OrderedJson where() const;  // {item_id, output_index}
 
   const bool summary_;
+  const ThinkingSigner* sealer_;
   Sink sink_;
   OrderedJson items_ = OrderedJson::array();
   Open open_ = Open::kNone;

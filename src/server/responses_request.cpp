@@ -39,8 +39,15 @@ Result<OrderedJson> content_parts(const OrderedJson& content, const std::string&
   return parts;
 }
 
-// The text of a reasoning item: its reasoning_text content, else its summary.
-Result<std::string> reasoning_text(const OrderedJson& item, const std::string& where) {
+// The text of a reasoning item: its encrypted_content (this server's seal),
+// else its reasoning_text content, else its summary.
+Result<std::string> reasoning_text(const OrderedJson& item, const std::string& where, const ThinkingSigner& signer) {
+  if (auto e = item.find("encrypted_content"); e != item.end() && !e->is_null()) {
+    if (!e->is_string()) return errorf("'{}.encrypted_content' must be a string, got {}", where, json_type(*e));
+    std::optional<std::string> text = signer.unseal(e->get<std::string>());
+    if (!text) return errorf("'{}.encrypted_content' was not produced by this server (or was altered)", where);
+    return *text;
+  }
   std::string text;
   for (const char* key : {"content", "summary"}) {
     auto it = item.find(key);
@@ -62,6 +69,7 @@ Result<std::string> reasoning_text(const OrderedJson& item, const std::string& w
 // writes them) are one assistant turn.
 class ItemConverter {
  public:
+  explicit ItemConverter(const ThinkingSigner& signer) : signer_(signer) {}
   Status add(const OrderedJson& item, const std::string& where) {
     if (!item.is_object()) return errorf("'{}' must be an object, got {}", where, json_type(item));
     std::string type = "message";  // EasyInputMessage: {role, content} without a type
@@ -71,7 +79,7 @@ class ItemConverter {
     }
     if (type == "message") return add_message(item, where);
     if (type == "reasoning") {
-      M2_ASSIGN_OR_RETURN(std::string text, reasoning_text(item, where));
+      M2_ASSIGN_OR_RETURN(std::string text, reasoning_text(item, where, signer_));
       OrderedJson& a = assistant(/*fresh=*/true);
       a["reasoning_content"] = a.value("reasoning_content", std::string()) + text;
       return Status();
@@ -139,6 +147,7 @@ class ItemConverter {
     open_ = nullptr;
   }
 
+  const ThinkingSigner& signer_;
   OrderedJson messages_ = OrderedJson::array();
   OrderedJson open_;
 };
@@ -216,7 +225,7 @@ Result<std::string> previous_response_id(const OrderedJson& body) {
 }
 
 Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const SamplingParams& defaults,
-                                                 const OrderedJson& previous) {
+                                                 const OrderedJson& previous, const ThinkingSigner& signer) {
   ResponsesRequest r;
   // Refused: what this server does not do, rather than a silent difference.
   if (auto bg = opt_bool(body, "background"); !bg.ok()) {
@@ -242,8 +251,10 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
   r.store = store.value_or(true);
   if (given(body, "include")) {
     if (!body["include"].is_array()) return errorf("'include' must be an array of strings");
-    for (const auto& v : body["include"])
+    for (const auto& v : body["include"]) {
       if (!v.is_string()) return errorf("'include' must be an array of strings");
+      if (v == "reasoning.encrypted_content") r.encrypted_reasoning = true;
+    }
   }
   if (given(body, "metadata") && !body["metadata"].is_object()) return errorf("'metadata' must be an object");
 
@@ -263,7 +274,7 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
                              {"content", OrderedJson::array({{{"type", "input_text"}, {"text", *input}}})}});
   } else if (input->is_array()) {
     if (input->empty()) return errorf("'input' must not be empty");
-    ItemConverter converter;
+    ItemConverter converter(signer);
     for (size_t i = 0; i < input->size(); ++i) {
       M2_RETURN_IF_ERROR(converter.add((*input)[i], at("input", i)));
       r.input_items.push_back((*input)[i]);

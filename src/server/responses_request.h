@@ -7,9 +7,9 @@
 //    put before this request's input;
 //  - `input`: a string (one user message) or items: messages (role user /
 //    assistant / system / developer; content a string or input_text /
-//    output_text parts), `reasoning` items (their reasoning_text content,
-//    else their summary, becomes the next assistant turn's
-//    reasoning_content), `function_call` items (tool calls of that
+//    output_text parts), `reasoning` items (their encrypted_content when
+//    this server sealed it, else their reasoning_text content, else their
+//    summary, becomes the next assistant turn's reasoning_content), `function_call` items (tool calls of that
 //    assistant turn) and `function_call_output` items (tool messages);
 //  - `tools` ({type: function, name, description, parameters, strict}) and
 //    `tool_choice` ("none" / "auto" / "required" / {type: function, name} /
@@ -28,6 +28,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/sampling_request.h"
+#include "server/thinking_signature.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -41,6 +42,7 @@ struct ResponsesRequest {
   bool stream = false;
   bool store = true;
   bool summary = false;       // reasoning.summary asked: the reasoning is also sent as a summary part
+  bool encrypted_reasoning = false;  // include: reasoning.encrypted_content
   OrderedJson echo;           // request fields a response repeats (instructions, tools, ...)
 };
 
@@ -48,8 +50,9 @@ struct ResponsesRequest {
 Result<std::string> previous_response_id(const OrderedJson& body);
 
 // `previous`: the stored conversation of previous_response_id (chat
-// messages), or null. Errors are the client's (400) and name the field.
+// messages), or null; `signer` opens reasoning items' encrypted_content.
+// Errors are the client's (400) and name the field.
 Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const SamplingParams& defaults,
-                                                 const OrderedJson& previous);
+                                                 const OrderedJson& previous, const ThinkingSigner& signer);
 
 }  // namespace m2::server

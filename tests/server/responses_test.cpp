@@ -16,8 +16,13 @@ namespace {
 
 OrderedJson J(const char* text) { return OrderedJson::parse(text); }
 
+const ThinkingSigner& signer() {
+  static const ThinkingSigner s;
+  return s;
+}
+
 Result<ResponsesRequest> parse(const char* body, const OrderedJson& previous = nullptr) {
-  return parse_responses_request(J(body), SamplingParams(), previous);
+  return parse_responses_request(J(body), SamplingParams(), previous, signer());
 }
 
 TEST(ResponsesRequest, StringInputAndInstructions) {
@@ -52,6 +57,32 @@ TEST(ResponsesRequest, ItemsBecomeOneAssistantTurnAndToolMessages) {
   EXPECT_EQ(m[3]["role"], "tool");
   EXPECT_EQ(m[3]["tool_call_id"], "call_1");
   EXPECT_EQ(r->new_messages.size(), 3u);  // the stored turns are not part of this input
+}
+
+TEST(ResponsesRequest, EncryptedReasoningIsThisServersSealOnly) {
+  for (const std::string text : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
+                                 std::string("Ünïcode reasoning\n")}) {
+    const std::string sealed = signer().seal(text);
+    EXPECT_EQ(signer().unseal(sealed), text);
+    OrderedJson body = {{"input", OrderedJson::array({{{"type", "reasoning"}, {"summary", OrderedJson::array()},
+                                                        {"encrypted_content", sealed}},
+                                                       {{"role", "user"}, {"content", "next"}}})}};
+    auto r = parse_responses_request(body, SamplingParams(), nullptr, signer());
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->chat_body["messages"][0]["reasoning_content"], text);
+  }
+  std::string tampered = signer().seal("think");
+  tampered[0] = tampered[0] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(signer().unseal(tampered));
+  EXPECT_FALSE(signer().unseal("no dot"));
+  EXPECT_FALSE(ThinkingSigner().unseal(signer().seal("think")));  // another server's key
+  auto r = parse(R"({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "abcd.xyz"}],
+                     "include": ["reasoning.encrypted_content"]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'input[0].encrypted_content'"), std::string::npos);
+  auto inc = parse(R"({"input": "x", "include": ["reasoning.encrypted_content"]})");
+  ASSERT_TRUE(inc.ok());
+  EXPECT_TRUE(inc->encrypted_reasoning);
 }
 
 TEST(ResponsesRequest, ToolsAndChoiceInChatForm) {
@@ -99,7 +130,7 @@ text::AssistantDelta reasoning(std::string s) {
 
 TEST(ResponsesOutput, ItemsAndEventOrder) {
   std::vector<OrderedJson> events;
-  ResponsesOutput out(true, [&](OrderedJson e) { events.push_back(std::move(e)); });
+  ResponsesOutput out(true, &signer(), [&](OrderedJson e) { events.push_back(std::move(e)); });
   out.add(reasoning("Let me "));
   out.add(reasoning("see."));
   text::AssistantDelta answer;
@@ -117,6 +148,7 @@ TEST(ResponsesOutput, ItemsAndEventOrder) {
   EXPECT_EQ(out.items()[0]["type"], "reasoning");
   EXPECT_EQ(out.items()[0]["content"][0]["text"], "Let me see.");
   EXPECT_EQ(out.items()[0]["summary"][0]["text"], "Let me see.");
+  EXPECT_EQ(signer().unseal(out.items()[0]["encrypted_content"].get<std::string>()), "Let me see.");
   EXPECT_EQ(out.items()[1]["type"], "function_call");
   EXPECT_EQ(out.items()[1]["arguments"], "{\"location\":\"Paris\"}");
   EXPECT_EQ(out.items()[1]["status"], "completed");
@@ -142,7 +174,7 @@ TEST(ResponsesOutput, ItemsAndEventOrder) {
 }
 
 TEST(ResponsesOutput, MessageTextAndIncomplete) {
-  ResponsesOutput out(false, nullptr);
+  ResponsesOutput out(false, nullptr, nullptr);
   text::AssistantDelta d;
   d.content = "\nHello";
   out.add(d);

@@ -190,6 +190,24 @@ def test_tool_round_trip_with_items_sent_back(openai_client):
         openai_client.responses.retrieve(first.id)  # store=false: not kept
 
 
+def test_encrypted_reasoning_round_trip(openai_client):
+    """Codex's way: store=false, include reasoning.encrypted_content, reasoning sent back only sealed."""
+    first = create(openai_client, input="GIVE_SECRET weather?", tools=[WEATHER], max_output_tokens=200,
+                   store=False, include=["reasoning.encrypted_content"])
+    reasoning = items_of(first, "reasoning")[0]
+    assert reasoning.encrypted_content and "SECRET_THOUGHT_123" not in reasoning.encrypted_content
+    call = items_of(first, "function_call")[0]
+    sealed = {"type": "reasoning", "id": reasoning.id, "summary": [], "encrypted_content": reasoning.encrypted_content}
+    history = [{"role": "user", "content": "GIVE_SECRET weather?"}, sealed, call.model_dump(exclude_none=True),
+               {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}]
+    second = create(openai_client, input=history, tools=[WEATHER], max_output_tokens=200, store=False)
+    assert second.output_text == "It is sunny in Paris."  # the sealed reasoning reached the prompt
+    sealed["encrypted_content"] = "x" + sealed["encrypted_content"][1:]
+    with pytest.raises(openai.BadRequestError) as e:
+        create(openai_client, input=history, tools=[WEATHER], max_output_tokens=200, store=False)
+    assert "input[1].encrypted_content" in e.value.message
+
+
 def test_previous_response_chain(openai_client):
     r1 = create(openai_client, input="CHAIN_START remember this", max_output_tokens=100)
     assert "REMEMBERED_TOKEN_55" in r1.output_text
