@@ -9,6 +9,9 @@
 // `store` is false; GET and DELETE /v1/responses/{id} and its input_items
 // read the store; cancel answers 400, since only background responses can
 // be cancelled and this server runs none (`background: true` is refused).
+#include <algorithm>
+#include <optional>
+
 #include "server/chat_prompt.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
@@ -139,6 +142,58 @@ class ResponsesGeneration final : public Generation {
   bool incomplete_ = false;
 };
 
+// A query parameter of `target` ("" when absent). Values are ids, numbers
+// and words here, so no percent-decoding is needed: an encoded one just
+// matches nothing.
+std::optional<std::string> query_param(const std::string& target, std::string_view key) {
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return std::nullopt;
+  std::string_view rest = std::string_view(target).substr(q + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == key) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// GET .../input_items: OpenAI's list page (order desc and limit 20 by default, `after` an item id).
+Result<OrderedJson> input_items_page(const OrderedJson& items, const std::string& target) {
+  const std::string order = query_param(target, "order").value_or("desc");
+  if (order != "asc" && order != "desc") return errorf("'order' must be 'asc' or 'desc', got '{}'", order);
+  int limit = 20;
+  if (auto l = query_param(target, "limit")) {
+    size_t used = 0;
+    try {
+      limit = std::stoi(*l, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != l->size() || limit < 1 || limit > 100)
+      return errorf("'limit' must be an integer in 1..100, got '{}'", *l);
+  }
+  OrderedJson ordered = OrderedJson::array();
+  for (const auto& item : items) ordered.push_back(item);
+  if (order == "desc") std::reverse(ordered.begin(), ordered.end());
+  size_t start = 0;
+  if (auto after = query_param(target, "after")) {
+    while (start < ordered.size() && ordered[start]["id"] != *after) ++start;
+    if (start == ordered.size()) return errorf("'after': no input item '{}' in this response", *after);
+    ++start;
+  }
+  OrderedJson data = OrderedJson::array();
+  for (size_t i = start; i < ordered.size() && data.size() < static_cast<size_t>(limit); ++i) data.push_back(ordered[i]);
+  const bool more = start + data.size() < ordered.size();
+  return OrderedJson{{"object", "list"},
+                     {"data", data},
+                     {"first_id", data.empty() ? OrderedJson(nullptr) : data.front()["id"]},
+                     {"last_id", data.empty() ? OrderedJson(nullptr) : data.back()["id"]},
+                     {"has_more", more}};
+}
+
 }  // namespace
 
 void handle_responses(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
@@ -225,14 +280,9 @@ void handle_response_resource(ServerContext& ctx, const HttpRequest& request,
     return error(400, "Only responses created with background=true can be cancelled (this server runs no background "
                       "responses; this one has finished).");
   if (action == "input_items") {
-    const OrderedJson& items = stored->input_items;
-    OrderedJson data = OrderedJson::array();
-    for (auto it = items.rbegin(); it != items.rend(); ++it) data.push_back(*it);  // newest first, as OpenAI
-    return json({{"object", "list"},
-                 {"data", data},
-                 {"first_id", data.empty() ? OrderedJson(nullptr) : data.front()["id"]},
-                 {"last_id", data.empty() ? OrderedJson(nullptr) : data.back()["id"]},
-                 {"has_more", false}});
+    auto page = input_items_page(stored->input_items, request.target);
+    if (!page.ok()) return error(400, page.status().message());
+    return json(*page);
   }
   json(stored->response);
 }

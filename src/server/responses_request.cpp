@@ -283,8 +283,15 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
   } else {
     return errorf("'input' must be a string or an array of items, got {}", json_type(*input));
   }
-  for (auto& item : r.input_items)
-    if (!item.contains("id")) item["id"] = "msg_" + random_hex(12);
+  // Stored as OpenAI lists them: typed, with ids, message content as parts.
+  for (auto& item : r.input_items) {
+    if (!item.contains("type")) item["type"] = "message";
+    if (item["type"] == "message" && item["content"].is_string()) {
+      const char* part = item["role"] == "assistant" ? "output_text" : "input_text";
+      item["content"] = OrderedJson::array({{{"type", part}, {"text", item["content"]}}});
+    }
+    if (!item.contains("id")) item["id"] = (item["type"] == "message" ? "msg_" : "item_") + random_hex(12);
+  }
   for (const auto& m : r.new_messages) messages.push_back(m);
 
   OrderedJson& chat = r.chat_body;

@@ -227,6 +227,16 @@ def test_retrieve_input_items_delete_cancel(openai_client):
     assert got.id == r.id and got.output_text == r.output_text and got.metadata == {"k": "v"}
     items = openai_client.responses.input_items.list(r.id)
     assert len(items.data) == 1 and items.data[0].content[0].text == "REASONTEST"
+    many = create(openai_client, max_output_tokens=1, input=[
+        {"role": "user", "content": f"turn {i}"} for i in range(5)])
+    page = openai_client.responses.input_items.list(many.id, limit=2, order="asc")
+    assert [i.content[0].text for i in page.data] == ["turn 0", "turn 1"] and page.has_more
+    rest = openai_client.responses.input_items.list(many.id, after=page.last_id, order="asc")
+    assert [i.content[0].text for i in rest.data] == ["turn 2", "turn 3", "turn 4"] and not rest.has_more
+    newest = openai_client.responses.input_items.list(many.id, limit=1)
+    assert newest.data[0].content[0].text == "turn 4"  # desc by default, as OpenAI
+    with pytest.raises(openai.BadRequestError):
+        openai_client.responses.input_items.list(many.id, limit=0)
     with pytest.raises(openai.BadRequestError) as e:
         openai_client.responses.cancel(r.id)
     assert "background" in e.value.message
