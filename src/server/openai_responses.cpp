@@ -263,6 +263,7 @@ void handle_response_resource(ServerContext& ctx, const HttpRequest& request,
       ApiError e = bad_request("use " + std::string(action.empty() ? "GET or DELETE" : action == "cancel" ? "POST" : "GET") +
                                " for " + request.path);
       e.status = 405;
+      e.request_id = request.request_id;
       HttpResponse r = error_response(e, ApiFlavor::kOpenAI);
       r.headers.emplace_back("Allow", action.empty() ? "GET, DELETE" : action == "cancel" ? "POST" : "GET");
       return respond_logged(ctx, request, *writer, std::move(r));

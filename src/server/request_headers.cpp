@@ -49,6 +49,7 @@ HttpResponse preflight_response(const HttpRequest& request, const std::vector<st
     e.status = 403;
     e.message = "CORS: the origin '" + std::string(origin) + "' is not allowed (see --allowed-origins)";
     e.param = "Origin";
+    e.request_id = request.request_id;
     return error_response(e, ApiFlavor::kOpenAI);
   }
   HttpResponse r;

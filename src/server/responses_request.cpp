@@ -318,9 +318,13 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
     M2_ASSIGN_OR_RETURN(OrderedJson format, convert_text_format(body["text"]));
     if (!format.is_null()) chat["response_format"] = std::move(format);
   }
-  // Sampling: the chat field names, then the chat parser's checks.
+  // vLLM's extensions, read by the chat path as they are there.
+  for (const char* key : {"chat_template_kwargs", "thinking_token_budget"})
+    if (given(body, key)) chat[key] = body[key];
+  // Sampling: the chat field names (and vLLM's extra sampling fields), then the chat parser's checks.
   OrderedJson sampling = OrderedJson::object();
-  for (const char* key : {"temperature", "top_p", "response_format"})
+  for (const char* key : {"temperature", "top_p", "response_format", "top_k", "min_p", "seed", "stop", "ignore_eos",
+                          "min_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty"})
     if (given(body, key) || given(chat, key)) sampling[key] = given(body, key) ? body[key] : chat[key];
   if (given(body, "max_output_tokens")) sampling["max_tokens"] = body["max_output_tokens"];
   auto parsed = parse_sampling_request(sampling, defaults, LogprobsStyle::kChat);

@@ -16,7 +16,9 @@
 //    {type: allowed_tools, mode, tools}) in their chat form,
 //    `parallel_tool_calls`;
 //  - `reasoning.effort` -> reasoning_effort (thinking_request.h's budgets);
-//  - `max_output_tokens` -> max_tokens, `temperature`, `top_p`;
+//  - `max_output_tokens` -> max_tokens, `temperature`, `top_p`, and vLLM's
+//    sampling extensions (top_k, min_p, seed, stop, ignore_eos, ...) and
+//    chat_template_kwargs / thinking_token_budget as on chat;
 //    `text.format` -> response_format (json formats are refused there until
 //    constrained decoding lands).
 // What is not implemented is refused with a 400 naming the field

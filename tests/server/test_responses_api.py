@@ -321,3 +321,22 @@ def test_store_is_bounded_by_bytes(replay_file):
             client.responses.retrieve(ids[0])  # the least recently used went first
     finally:
         assert s.stop() == 0
+
+
+def test_disconnect_cancels_and_frees_kv(replay_file):
+    s = ServerProcess("--replay", replay_file, "--step-delay-ms", "20")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        stream = create(client, input="hello", max_output_tokens=2000, stream=True,
+                        extra_body={"ignore_eos": True, "seed": 1})
+        for e in stream:
+            if e.type == "response.output_text.delta" or e.type == "response.reasoning_text.delta":
+                break
+        assert s.metric("m2cpp:kv_cache_blocks_used") > 0
+        stream.close()
+        from live_server import wait_for
+        assert wait_for(lambda: s.metric("m2cpp:kv_cache_blocks_used") == 0, timeout=10)
+        assert wait_for(lambda: s.metric("vllm:request_success_total",
+                                         {"model_name": MODEL_NAME, "finished_reason": "abort"}) == 1, timeout=10)
+    finally:
+        assert s.stop() == 0
