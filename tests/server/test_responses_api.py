@@ -340,3 +340,25 @@ def test_disconnect_cancels_and_frees_kv(replay_file):
                                          {"model_name": MODEL_NAME, "finished_reason": "abort"}) == 1, timeout=10)
     finally:
         assert s.stop() == 0
+
+
+def test_engine_failure_after_the_stream_began_is_response_failed(replay_file):
+    """Shutdown past its grace period cancels running requests: the stream ends with response.failed."""
+    import signal
+    s = ServerProcess("--replay", replay_file, "--step-delay-ms", "5", "--shutdown-timeout", "0.2")
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    stream = create(client, input="hello", max_output_tokens=2000, stream=True, store=True,
+                    extra_body={"ignore_eos": True, "seed": 1})
+    events = []
+    for e in stream:
+        events.append(e)
+        if len(events) == 4:
+            s.proc.send_signal(signal.SIGTERM)
+    assert events[-1].type == "response.failed"
+    failed = events[-1].response
+    assert failed.status == "failed" and "shutting down" in failed.error.message
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    # The open item was closed before the failure (a client can keep what came).
+    assert sum(e.type == "response.output_item.added" for e in events) == sum(
+        e.type == "response.output_item.done" for e in events)
+    assert s.proc.wait(timeout=30) == 0
