@@ -192,6 +192,7 @@ void Generation::log_done(int status, const std::string& finish_reason) {
   r.method = method_;
   r.path = route_;
   r.request_id = id_;
+  r.x_request_id = request_id_;
   r.status = status;
   r.stream = stream_;
   r.finish_reason = finish_reason;

@@ -71,6 +71,7 @@ void respond_logged(ServerContext& ctx, const HttpRequest& request, ResponseWrit
     r.remote = request.remote;
     r.method = request.method;
     r.path = request.path;
+    r.x_request_id = request.request_id;
     r.status = response.status;
     log_access(r);
   }

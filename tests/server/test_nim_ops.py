@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from live_server import BINARY, MODEL, MODEL_NAME, SOURCE_DIR, ServerProcess
+from live_server import BINARY, MODEL, MODEL_NAME, SOURCE_DIR, ServerProcess, wait_for
 
 ORIGIN = "https://app.example"
 
@@ -72,6 +72,12 @@ def test_request_ids_in_headers_and_error_bodies(server, openai_client, anthropi
     assert msg._request_id and msg._request_id.startswith("req_")  # the Anthropic SDK reads request-id
     mine = httpx.get(server.url + "/v1/models", headers={"x-request-id": "trace-42"})
     assert mine.headers["x-request-id"] == "trace-42" == mine.headers["request-id"]
+    httpx.post(server.url + "/v1/chat/completions", headers={"x-request-id": "trace-43"},
+               json={"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    logged = wait_for(lambda: {r.get("x_request_id"): r for r in server.access_records()})
+    assert logged["trace-42"]["path"] == "/v1/models"  # the access log carries the id to correlate
+    assert wait_for(lambda: any(r.get("x_request_id") == "trace-43" and r["request_id"].startswith("chatcmpl-")
+                                for r in server.access_records()))
     with pytest.raises(openai.BadRequestError) as e:
         openai_client.chat.completions.create(model=MODEL_NAME, messages=[], max_tokens=1)
     assert e.value.request_id and e.value.body is not None
