@@ -53,6 +53,12 @@ def test_vllm_metric_names(server, openai_client):
                  "vllm:request_prompt_tokens", "vllm:request_generation_tokens"):
         assert server.metric(hist + "_count", label) >= 1, hist
     assert server.metric("vllm:inter_token_latency_seconds_count", label) >= 2  # 3 tokens: 2 gaps
+    # Prometheus' own parser reads it (what a scraper and so a Grafana dashboard sees).
+    parser = pytest.importorskip("prometheus_client.parser")
+    families = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    assert families["vllm:request_success"].type == "counter"
+    assert families["vllm:inter_token_latency_seconds"].type == "histogram"
+    assert families["vllm:num_requests_running"].samples[0].labels == label
     # Every label of every series is from the fixed sets or the flags.
     for line in text.splitlines():
         for key, value in re.findall(r'(\w+)="([^"]*)"', line):
