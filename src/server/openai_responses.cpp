@@ -10,6 +10,8 @@
 // read the store; cancel answers 400, since only background responses can
 // be cancelled and this server runs none (`background: true` is refused).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <optional>
 
 #include "server/chat_prompt.h"
@@ -39,6 +41,27 @@ class ResponsesGeneration final : public Generation {
   void write_event(OrderedJson e) {
     e["sequence_number"] = sequence_++;
     writer_->write("event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n");
+    last_event_ = Clock::now();
+  }
+
+  // While the request waits or its prompt is prefilled nothing else is
+  // sent: an SSE comment (which SSE clients skip) after every kKeepAlive
+  // of silence keeps proxies with idle timeouts from closing the stream.
+  void keep_alive() {
+    std::weak_ptr<Generation> weak = weak_from_this();
+    std::weak_ptr<ResponseWriter> writer = writer_;
+    ctx_.heartbeat.add([weak, writer, &ctx = ctx_] {
+      auto self = std::static_pointer_cast<ResponsesGeneration>(weak.lock());
+      auto w = writer.lock();
+      if (!self || !w || self->done_.load() || w->disconnected() || ctx.draining.load()) return false;
+      w->post([self] {
+        if (!self->done_.load() && Clock::now() - self->last_event_ >= kKeepAlive) {
+          self->writer_->write(": keep-alive\n\n");
+          self->last_event_ = Clock::now();
+        }
+      });
+      return true;
+    });
   }
 
   OrderedJson usage() const {
@@ -91,6 +114,7 @@ class ResponsesGeneration final : public Generation {
     writer_->begin_stream(200, "text/event-stream", {});
     write_event({{"type", "response.created"}, {"response", response("in_progress")}});
     write_event({{"type", "response.in_progress"}, {"response", response("in_progress")}});
+    keep_alive();
   }
 
   void on_output(size_t, RequestOutput& o) override {
@@ -105,6 +129,7 @@ class ResponsesGeneration final : public Generation {
   }
 
   void on_complete() override {
+    done_.store(true);
     const char* status = incomplete_ ? "incomplete" : "completed";
     const OrderedJson j = response(status);
     if (r_.store) {
@@ -123,6 +148,7 @@ class ResponsesGeneration final : public Generation {
   }
 
   void on_error(const ApiError& error) override {
+    done_.store(true);
     if (!stream_) return respond_error(error);
     output_.finish(true);
     write_event({{"type", "response.failed"},
@@ -136,6 +162,9 @@ class ResponsesGeneration final : public Generation {
   OrderedJson conversation_;  // the chat messages before this response's output
   text::AssistantStreamParser parser_;
   ResponsesOutput output_;
+  static constexpr std::chrono::seconds kKeepAlive{5};
+  std::atomic<bool> done_{false};  // read by the heartbeat thread
+  Clock::time_point last_event_ = Clock::now();
   int64_t sequence_ = 0;
   int64_t reasoning_tokens_ = 0;
   bool reasoning_done_ = false;

@@ -362,3 +362,18 @@ def test_engine_failure_after_the_stream_began_is_response_failed(replay_file):
     assert sum(e.type == "response.output_item.added" for e in events) == sum(
         e.type == "response.output_item.done" for e in events)
     assert s.proc.wait(timeout=30) == 0
+
+
+def test_quiet_streams_get_keep_alive_comments():
+    """Seven silent seconds between two tokens: an SSE comment keeps the stream alive, and the SDK skips it."""
+    s = ServerProcess("--step-delay-ms", "7000")
+    try:
+        body = {"model": MODEL_NAME, "input": "hello", "max_output_tokens": 2, "stream": True, "store": False}
+        with httpx.stream("POST", s.url + "/v1/responses", json=body, timeout=60) as r:
+            lines = list(r.iter_lines())
+        assert ": keep-alive" in lines
+        events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+        assert events[-1]["type"] in ("response.completed", "response.incomplete")
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    finally:
+        assert s.stop() == 0
