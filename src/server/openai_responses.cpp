@@ -35,7 +35,7 @@ class ResponsesGeneration final : public Generation {
         parser_(prompt_.parse),
         output_(r_.summary, r_.encrypted_reasoning ? &ctx.thinking_signer : nullptr,
                 r_.stream ? ResponsesOutput::Sink([this](OrderedJson e) { write_event(std::move(e)); })
-                                      : ResponsesOutput::Sink()) {}
+                          : ResponsesOutput::Sink()) {}
 
  private:
   void write_event(OrderedJson e) {
@@ -84,9 +84,8 @@ class ResponsesGeneration final : public Generation {
     j["status"] = status;
     j["background"] = false;
     j["error"] = std::move(error);
-    j["incomplete_details"] = std::string_view(status) == "incomplete"
-                                  ? OrderedJson{{"reason", "max_output_tokens"}}
-                                  : OrderedJson(nullptr);
+    j["incomplete_details"] =
+        std::string_view(status) == "incomplete" ? OrderedJson{{"reason", "max_output_tokens"}} : OrderedJson(nullptr);
     j["instructions"] = e["instructions"];
     j["max_output_tokens"] = e["max_output_tokens"];
     j["max_tool_calls"] = nullptr;
@@ -214,7 +213,8 @@ Result<OrderedJson> input_items_page(const OrderedJson& items, const std::string
     ++start;
   }
   OrderedJson data = OrderedJson::array();
-  for (size_t i = start; i < ordered.size() && data.size() < static_cast<size_t>(limit); ++i) data.push_back(ordered[i]);
+  for (size_t i = start; i < ordered.size() && data.size() < static_cast<size_t>(limit); ++i)
+    data.push_back(ordered[i]);
   const bool more = start + data.size() < ordered.size();
   return OrderedJson{{"object", "list"},
                      {"data", data},
@@ -289,7 +289,10 @@ void handle_response_resource(ServerContext& ctx, const HttpRequest& request,
                      (action == "input_items" && get);
   if (!known) {
     if (action.empty() || action == "cancel" || action == "input_items") {
-      ApiError e = bad_request("use " + std::string(action.empty() ? "GET or DELETE" : action == "cancel" ? "POST" : "GET") +
+      ApiError e = bad_request("use " +
+                               std::string(action.empty()       ? "GET or DELETE"
+                                           : action == "cancel" ? "POST"
+                                                                : "GET") +
                                " for " + request.path);
       e.status = 405;
       e.request_id = request.request_id;
@@ -307,8 +310,9 @@ void handle_response_resource(ServerContext& ctx, const HttpRequest& request,
   auto stored = ctx.responses.get(id);
   if (!stored) return error(404, not_found, "not_found");
   if (action == "cancel")
-    return error(400, "Only responses created with background=true can be cancelled (this server runs no background "
-                      "responses; this one has finished).");
+    return error(400,
+                 "Only responses created with background=true can be cancelled (this server runs no background "
+                 "responses; this one has finished).");
   if (action == "input_items") {
     auto page = input_items_page(stored->input_items, request.target);
     if (!page.ok()) return error(400, page.status().message());

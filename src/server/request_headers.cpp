@@ -59,9 +59,9 @@ HttpResponse preflight_response(const HttpRequest& request, const std::vector<st
   std::string_view asked = request.header("access-control-request-headers");
   bool names_only = asked.size() <= 4096;
   for (char c : asked) names_only = names_only && header_list_char(c);
-  r.headers.emplace_back("Access-Control-Allow-Headers",
-                         names_only && !asked.empty() ? std::string(asked)
-                                                      : "authorization, content-type, x-api-key, x-request-id");
+  r.headers.emplace_back("Access-Control-Allow-Headers", names_only && !asked.empty()
+                                                             ? std::string(asked)
+                                                             : "authorization, content-type, x-api-key, x-request-id");
   r.headers.emplace_back("Access-Control-Max-Age", "600");
   return r;
 }

@@ -7,8 +7,7 @@ namespace {
 // that the cap bounds the process's memory and not only the payloads.
 size_t entry_bytes(const std::string& id, const StoredResponse& r) {
   constexpr size_t kOverhead = 256;
-  return id.size() + r.response.dump().size() + r.input_items.dump().size() + r.conversation.dump().size() +
-         kOverhead;
+  return id.size() + r.response.dump().size() + r.input_items.dump().size() + r.conversation.dump().size() + kOverhead;
 }
 
 }  // namespace

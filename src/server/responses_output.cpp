@@ -8,7 +8,9 @@ namespace {
 bool all_space(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 OrderedJson output_text(const std::string& text) {
-  return {{"type", "output_text"}, {"text", text}, {"annotations", OrderedJson::array()},
+  return {{"type", "output_text"},
+          {"text", text},
+          {"annotations", OrderedJson::array()},
           {"logprobs", OrderedJson::array()}};
 }
 
@@ -101,8 +103,10 @@ void ResponsesOutput::close(const char* status) {
 void ResponsesOutput::add(const text::AssistantDelta& d) {
   if (!d.reasoning_content.empty()) {
     if (open_ != Open::kReasoning)
-      open(Open::kReasoning, {{"id", "rs_" + random_hex(12)}, {"type", "reasoning"},
-                              {"summary", OrderedJson::array()}, {"status", "in_progress"}});
+      open(Open::kReasoning, {{"id", "rs_" + random_hex(12)},
+                              {"type", "reasoning"},
+                              {"summary", OrderedJson::array()},
+                              {"status", "in_progress"}});
     text_ += d.reasoning_content;
     OrderedJson e = where();
     e["content_index"] = 0;
@@ -122,8 +126,11 @@ void ResponsesOutput::add(const text::AssistantDelta& d) {
       if (all_space(piece)) {
         piece.clear();
       } else {
-        open(Open::kMessage, {{"id", "msg_" + random_hex(12)}, {"type", "message"}, {"status", "in_progress"},
-                              {"role", "assistant"}, {"content", OrderedJson::array()}});
+        open(Open::kMessage, {{"id", "msg_" + random_hex(12)},
+                              {"type", "message"},
+                              {"status", "in_progress"},
+                              {"role", "assistant"},
+                              {"content", OrderedJson::array()}});
         // Leading whitespace of the answer (after `</think>`) is not part of it.
         piece = piece.substr(piece.find_first_not_of(" \t\r\n"));
       }
@@ -140,8 +147,12 @@ void ResponsesOutput::add(const text::AssistantDelta& d) {
   for (const text::ToolCallDelta& t : d.tool_calls) {
     if (!t.id.empty()) {
       ++calls_;
-      open(Open::kCall, {{"id", "fc_" + random_hex(12)}, {"type", "function_call"}, {"status", "in_progress"},
-                         {"arguments", ""}, {"call_id", t.id}, {"name", t.name}});
+      open(Open::kCall, {{"id", "fc_" + random_hex(12)},
+                         {"type", "function_call"},
+                         {"status", "in_progress"},
+                         {"arguments", ""},
+                         {"call_id", t.id},
+                         {"name", t.name}});
     }
     if (!t.arguments.empty() && open_ == Open::kCall) {
       text_ += t.arguments;

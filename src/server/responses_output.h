@@ -52,7 +52,7 @@ class ResponsesOutput {
   Sink sink_;
   OrderedJson items_ = OrderedJson::array();
   Open open_ = Open::kNone;
-  std::string text_;          // the open item's text (reasoning, message or arguments)
+  std::string text_;  // the open item's text (reasoning, message or arguments)
   int calls_ = 0;
 };
 

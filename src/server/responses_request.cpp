@@ -19,7 +19,8 @@ Result<std::string> need_string(const OrderedJson& obj, const char* key, const s
 // files and audio are refused: the model reads text.
 Result<OrderedJson> content_parts(const OrderedJson& content, const std::string& where) {
   if (content.is_string()) return OrderedJson::array({{{"type", "text"}, {"text", content}}});
-  if (!content.is_array()) return errorf("'{}' must be a string or an array of parts, got {}", where, json_type(content));
+  if (!content.is_array())
+    return errorf("'{}' must be a string or an array of parts, got {}", where, json_type(content));
   OrderedJson parts = OrderedJson::array();
   for (size_t i = 0; i < content.size(); ++i) {
     const OrderedJson& p = content[i];
@@ -103,8 +104,8 @@ class ItemConverter {
       messages_.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(parts)}});
       return Status();
     }
-    return errorf("'{}.type' '{}' is not supported (message, reasoning, function_call, function_call_output)",
-                  where, type);
+    return errorf("'{}.type' '{}' is not supported (message, reasoning, function_call, function_call_output)", where,
+                  type);
   }
 
   OrderedJson take() {
@@ -162,8 +163,8 @@ Result<OrderedJson> convert_tools(const OrderedJson& tools) {
     if (!t.is_object()) return errorf("'{}' must be an object, got {}", where, json_type(t));
     M2_ASSIGN_OR_RETURN(std::string type, need_string(t, "type", where));
     if (type != "function")
-      return errorf("'{}.type' '{}' is not supported (function tools only: this server runs no hosted tools)",
-                    where, type);
+      return errorf("'{}.type' '{}' is not supported (function tools only: this server runs no hosted tools)", where,
+                    type);
     M2_ASSIGN_OR_RETURN(std::string name, need_string(t, "name", where));
     OrderedJson fn = {{"name", name}};
     if (auto d = t.find("description"); d != t.end() && !d->is_null()) fn["description"] = *d;
@@ -238,7 +239,8 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
   if (auto t = opt_string(body, "truncation"); !t.ok()) {
     return t.status();
   } else if (*t && **t != "disabled") {
-    return errorf("'truncation' '{}' is not supported (only 'disabled': an input too long for the context is a 400)", **t);
+    return errorf("'truncation' '{}' is not supported (only 'disabled': an input too long for the context is a 400)",
+                  **t);
   }
   if (auto k = opt_int(body, "top_logprobs"); !k.ok()) {
     return k.status();
@@ -330,7 +332,8 @@ Result<ResponsesRequest> parse_responses_request(const OrderedJson& body, const 
   auto parsed = parse_sampling_request(sampling, defaults, LogprobsStyle::kChat);
   if (!parsed.ok()) {
     std::string message = parsed.status().message();
-    if (message.find("'max_tokens'") != std::string::npos) message.replace(message.find("'max_tokens'"), 12, "'max_output_tokens'");
+    if (message.find("'max_tokens'") != std::string::npos)
+      message.replace(message.find("'max_tokens'"), 12, "'max_output_tokens'");
     return errorf("{}", message);
   }
   r.sampling = std::move(*parsed);

@@ -37,15 +37,15 @@
 namespace m2::server {
 
 struct ResponsesRequest {
-  OrderedJson chat_body;      // {"messages", ["tools"], ["tool_choice"], ...} for build_chat_turn
-  OrderedJson new_messages;   // the chat messages of this request's input (no instructions)
-  OrderedJson input_items;    // the input as items, each with an id
+  OrderedJson chat_body;     // {"messages", ["tools"], ["tool_choice"], ...} for build_chat_turn
+  OrderedJson new_messages;  // the chat messages of this request's input (no instructions)
+  OrderedJson input_items;   // the input as items, each with an id
   SamplingRequest sampling;
   bool stream = false;
   bool store = true;
-  bool summary = false;       // reasoning.summary asked: the reasoning is also sent as a summary part
+  bool summary = false;              // reasoning.summary asked: the reasoning is also sent as a summary part
   bool encrypted_reasoning = false;  // include: reasoning.encrypted_content
-  OrderedJson echo;           // request fields a response repeats (instructions, tools, ...)
+  OrderedJson echo;                  // request fields a response repeats (instructions, tools, ...)
 };
 
 // The field whose value names the response to continue ("" when absent).

@@ -60,13 +60,14 @@ TEST(ResponsesRequest, ItemsBecomeOneAssistantTurnAndToolMessages) {
 }
 
 TEST(ResponsesRequest, EncryptedReasoningIsThisServersSealOnly) {
-  for (const std::string text : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
-                                 std::string("Ünïcode reasoning\n")}) {
+  for (const std::string text :
+       {std::string(), std::string("a"), std::string("ab"), std::string("abc"), std::string("Ünïcode reasoning\n")}) {
     const std::string sealed = signer().seal(text);
     EXPECT_EQ(signer().unseal(sealed), text);
-    OrderedJson body = {{"input", OrderedJson::array({{{"type", "reasoning"}, {"summary", OrderedJson::array()},
-                                                        {"encrypted_content", sealed}},
-                                                       {{"role", "user"}, {"content", "next"}}})}};
+    OrderedJson body = {
+        {"input",
+         OrderedJson::array({{{"type", "reasoning"}, {"summary", OrderedJson::array()}, {"encrypted_content", sealed}},
+                             {{"role", "user"}, {"content", "next"}}})}};
     auto r = parse_responses_request(body, SamplingParams(), nullptr, signer());
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(r->chat_body["messages"][0]["reasoning_content"], text);
@@ -156,14 +157,23 @@ TEST(ResponsesOutput, ItemsAndEventOrder) {
 
   std::vector<std::string> types;
   for (const auto& e : events) types.push_back(e["type"]);
-  const std::vector<std::string> expected = {
-      "response.output_item.added", "response.reasoning_summary_part.added", "response.content_part.added",
-      "response.reasoning_text.delta", "response.reasoning_summary_text.delta", "response.reasoning_text.delta",
-      "response.reasoning_summary_text.delta", "response.reasoning_text.done", "response.content_part.done",
-      "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done",
-      "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.delta", "response.function_call_arguments.done",
-      "response.output_item.done"};
+  const std::vector<std::string> expected = {"response.output_item.added",
+                                             "response.reasoning_summary_part.added",
+                                             "response.content_part.added",
+                                             "response.reasoning_text.delta",
+                                             "response.reasoning_summary_text.delta",
+                                             "response.reasoning_text.delta",
+                                             "response.reasoning_summary_text.delta",
+                                             "response.reasoning_text.done",
+                                             "response.content_part.done",
+                                             "response.reasoning_summary_text.done",
+                                             "response.reasoning_summary_part.done",
+                                             "response.output_item.done",
+                                             "response.output_item.added",
+                                             "response.function_call_arguments.delta",
+                                             "response.function_call_arguments.delta",
+                                             "response.function_call_arguments.done",
+                                             "response.output_item.done"};
   EXPECT_EQ(types, expected);
   EXPECT_EQ(events.back()["output_index"], 1);
 
@@ -199,7 +209,7 @@ TEST(ResponseStore, EvictsLeastRecentlyUsedByBytes) {
   EXPECT_TRUE(store.put("b", entry(800)));
   EXPECT_TRUE(store.put("c", entry(800)));
   EXPECT_EQ(store.size(), 3u);
-  ASSERT_TRUE(store.get("a"));      // a is now the most recent
+  ASSERT_TRUE(store.get("a"));              // a is now the most recent
   EXPECT_TRUE(store.put("d", entry(800)));  // over the cap: b goes
   EXPECT_FALSE(store.get("b"));
   EXPECT_TRUE(store.get("a") && store.get("c") && store.get("d"));
@@ -251,7 +261,8 @@ TEST(RequestHeaders, CorsOnlyForAllowedOrigins) {
   EXPECT_EQ(allowed_origin({}, "https://app.example"), "");  // default: none
   EXPECT_EQ(allowed_origin({"*"}, "https://any.example"), "*");
 
-  HttpRequest pre = request_with({{"origin", "https://app.example"}, {"access-control-request-method", "POST"},
+  HttpRequest pre = request_with({{"origin", "https://app.example"},
+                                  {"access-control-request-method", "POST"},
                                   {"access-control-request-headers", "authorization, content-type"}},
                                  "OPTIONS");
   ASSERT_TRUE(is_preflight(pre));
@@ -268,8 +279,8 @@ TEST(RequestHeaders, CorsOnlyForAllowedOrigins) {
   HttpRequest plain = request_with({{"origin", "https://app.example"}});
   plain.request_id = "req_1";
   const Headers h = answer_headers(plain, allowed);
-  EXPECT_NE(std::find(h.begin(), h.end(), std::make_pair(std::string("Access-Control-Allow-Origin"),
-                                                         std::string("https://app.example"))),
+  EXPECT_NE(std::find(h.begin(), h.end(),
+                      std::make_pair(std::string("Access-Control-Allow-Origin"), std::string("https://app.example"))),
             h.end());
   EXPECT_NE(std::find(h.begin(), h.end(), std::make_pair(std::string("request-id"), std::string("req_1"))), h.end());
   EXPECT_EQ(answer_headers(plain, {}).size(), 2u);  // only the ids
