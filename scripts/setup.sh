@@ -11,7 +11,7 @@ DEB_PACKAGES=(
   libpcre2-dev libxxhash-dev libutf8proc-dev libboost-dev libssl-dev
 )
 # Python packages used only by tests and reference tools (module:package).
-PY_PACKAGES=(numpy:numpy pytest:pytest tokenizers:tokenizers jinja2:jinja2 openai:openai anthropic:anthropic httpx:httpx ml_dtypes:ml_dtypes)
+PY_PACKAGES=(numpy:numpy pytest:pytest tokenizers:tokenizers jinja2:jinja2 openai:openai anthropic:anthropic httpx:httpx ml_dtypes:ml_dtypes prometheus_client:prometheus-client)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -51,6 +51,8 @@ struct ServeArgs {
   double shutdown_timeout = 30;
   bool disable_access_log = false;
   double step_delay_ms = 0;
+  size_t responses_store_bytes = 64u << 20;
+  std::vector<std::string> allowed_origins;
 };
 
 // The last component of a model directory ("models/m2-demo/" -> "m2-demo"):
@@ -93,6 +95,11 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   const std::string default_name = bundled ? dir_name(mo.model) : mo.model;
   ctx.options.served_model_names = a.served_model_names.empty() ? std::vector<std::string>{default_name}
                                                                  : a.served_model_names;
+  if (server::first_literal_name(ctx.options.served_model_names).empty())
+    return fail(errorf("--served-model-name: give at least one name that is not a pattern (the name responses "
+                       "report), e.g. --served-model-name m2 'claude-*'"));
+  ctx.metrics.set_model_name(ctx.model_name());
+  ctx.options.allowed_origins = a.allowed_origins;
   ctx.options.api_key = a.api_key;
   ctx.options.reasoning =
       a.reasoning == "append-think" ? text::ReasoningMode::kAppendThink : text::ReasoningMode::kSplit;
@@ -100,6 +107,7 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ctx.options.model_root = dir_name(mo.model);
   ctx.options.request_threads = a.request_threads;
   ctx.options.request_queue = a.request_queue;
+  ctx.responses.set_capacity(a.responses_store_bytes);
 
   server::HttpServerConfig http;
   http.host = a.host;
@@ -195,7 +203,11 @@ Command make_serve(CLI::App& parent) {
   app->add_option("--host", a->host, "Address or host name to bind (default loopback only)")->check(non_empty());
   app->add_option("--port", a->port, "Port (0: any free port, printed at start)")->check(int_range(0, 65535));
   app->add_option("--served-model-name", a->served_model_names,
-                  "Model name(s) the API answers to (default: the -m argument); the first is reported")
+                  "Model name(s) the API answers to (default: the -m argument); * and ? match any run / one character "
+                  "('claude-*'); the first name without them is reported")
+      ->check(non_empty());
+  app->add_option("--allowed-origins", a->allowed_origins,
+                  "CORS: origins whose browser pages may call the API ('https://app.example', or '*'); default none")
       ->check(non_empty());
   app->add_option("--api-key", a->api_key, "Require this key (Authorization: Bearer, or x-api-key) on /v1 routes")
       ->check(non_empty());
@@ -242,6 +254,10 @@ Command make_serve(CLI::App& parent) {
   app->add_option("--shutdown-timeout", a->shutdown_timeout,
                   "Seconds running requests may take to finish after SIGTERM before they are cancelled")
       ->check(number_range(0, 86400));
+  app->add_option("--responses-store-bytes", a->responses_store_bytes,
+                  "Memory for stored /v1/responses (previous_response_id, GET); least recently used dropped past "
+                  "it; 0: none stored")
+      ->check(int_range(0, kInt64Max));
   app->add_flag("--disable-access-log", a->disable_access_log, "No per-request JSON line on stderr");
   app->add_option("--step-delay-ms", a->step_delay_ms, "TEST ONLY: pause after every engine step (slows generation)")
       ->check(number_range(0, 60000));

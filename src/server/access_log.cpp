@@ -18,6 +18,7 @@ void log_access(const AccessRecord& r) {
   j["status"] = r.status;
   j["duration_ms"] = r.duration_ms;
   if (!r.request_id.empty()) j["request_id"] = r.request_id;
+  if (!r.x_request_id.empty()) j["x_request_id"] = r.x_request_id;
   if (r.prompt_tokens >= 0) {
     j["stream"] = r.stream;
     j["prompt_tokens"] = r.prompt_tokens;

@@ -9,6 +9,7 @@ namespace m2::server {
 
 struct AccessRecord {
   std::string remote, method, path, request_id, finish_reason;
+  std::string x_request_id;        // the id the answer's x-request-id carries (request_headers.h)
   int status = 0;
   double duration_ms = 0;
   double ttft_ms = -1;             // generation requests: time to the first token

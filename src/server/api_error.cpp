@@ -43,14 +43,18 @@ ApiError bad_request(std::string message, std::string param) {
 
 OrderedJson error_json(const ApiError& error, ApiFlavor flavor) {
   if (flavor == ApiFlavor::kAnthropic) {
-    return {{"type", "error"}, {"error", {{"type", anthropic_type(error.status)}, {"message", error.message}}}};
+    OrderedJson j = {{"type", "error"}, {"error", {{"type", anthropic_type(error.status)}, {"message", error.message}}}};
+    if (!error.request_id.empty()) j["request_id"] = error.request_id;  // where Anthropic puts it
+    return j;
   }
   OrderedJson e = OrderedJson::object();
   e["message"] = error.message;
   e["type"] = openai_type(error.status);
   e["param"] = null_if_empty(error.param);
   e["code"] = error.code.empty() ? OrderedJson(error.status) : OrderedJson(error.code);
-  return {{"error", std::move(e)}};
+  OrderedJson j = {{"error", std::move(e)}};
+  if (!error.request_id.empty()) j["request_id"] = error.request_id;  // beside the error, as Anthropic's
+  return j;
 }
 
 HttpResponse error_response(const ApiError& error, ApiFlavor flavor) {

@@ -19,6 +19,7 @@ struct ApiError {
   std::string param;        // OpenAI's `param`: the request field at fault ("" -> null)
   std::string code;         // OpenAI's `code` ("" -> null)
   int retry_after_s = 0;    // > 0: sent as Retry-After (429, 503)
+  std::string request_id;   // the request's id (request_headers.h), as `request_id` in the body
 };
 
 ApiError bad_request(std::string message, std::string param = {});

@@ -114,6 +114,19 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   return out;
 }
 
+int64_t count_reasoning_tokens(const std::vector<int32_t>& ids, int32_t end_token, bool* done) {
+  int64_t n = 0;
+  for (int32_t id : ids) {
+    if (*done) break;
+    if (id == end_token) {
+      *done = true;
+    } else {
+      ++n;
+    }
+  }
+  return n;
+}
+
 Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest sampling, const ServerContext& ctx,
                                  bool clamp_max_tokens) {
   ChatTurn turn;

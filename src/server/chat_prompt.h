@@ -56,4 +56,8 @@ struct ChatTurn {
 Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest sampling, const ServerContext& ctx,
                                  bool clamp_max_tokens);
 
+// vLLM's reasoning-token count: generated tokens before the first
+// `end_token` (`</think>`); `done` remembers across calls that it was seen.
+int64_t count_reasoning_tokens(const std::vector<int32_t>& ids, int32_t end_token, bool* done);
+
 }  // namespace m2::server

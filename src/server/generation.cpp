@@ -4,6 +4,24 @@
 #include "util/log.h"
 
 namespace m2::server {
+namespace {
+
+const char* finish_label(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    default: return "error";
+  }
+}
+
+int unfinished(const std::vector<int>& remaining) {
+  int n = 0;
+  for (int r : remaining) n += std::max(r, 0);
+  return n;
+}
+
+}  // namespace
 
 Generation::Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> writer, const HttpRequest& request,
                        ApiFlavor flavor, std::string id, bool stream)
@@ -17,6 +35,7 @@ Generation::Generation(ServerContext& ctx, std::shared_ptr<ResponseWriter> write
       route_(request.path),
       method_(request.method),
       remote_(request.remote),
+      request_id_(request.request_id),
       start_(Clock::now()) {}
 
 void Generation::start(std::vector<EngineJob> jobs) {
@@ -77,6 +96,7 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
   if (failed_ || writer_->disconnected()) return;
   if (!error.ok()) {
     failed_ = true;
+    for (int i = unfinished(remaining_); i > 0; --i) ctx_.metrics.count_finished("error");
     for (size_t k = 0; k < job_ids_.size(); ++k)
       if (k != job && remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
     // An engine refusal of the request itself (rare: the server validates
@@ -84,15 +104,26 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
     ApiError e;
     e.status = ctx_.draining.load() ? 503 : 500;
     e.message = error.message();
+    e.request_id = request_id_;
     return on_error(e);
   }
+  // Inter-token latency as a request sees it: the time since its previous
+  // tokens, shared by the tokens of the busiest completion in this batch.
+  size_t step_tokens = 0;
+  for (const RequestOutput& o : outputs) step_tokens = std::max(step_tokens, o.new_token_ids.size());
+  if (have_token_ && step_tokens > 0)
+    ctx_.metrics.observe_inter_token(std::chrono::duration<double>(at - last_token_).count(),
+                                     static_cast<int64_t>(step_tokens));
   for (RequestOutput& o : outputs) {
     if (!o.new_token_ids.empty()) {
       if (!have_token_) first_token_ = at;
       have_token_ = true;
       last_token_ = at;
     }
-    if (o.finished && --remaining_[job] == 0) --jobs_left_;
+    if (o.finished) {
+      ctx_.metrics.count_finished(finish_label(o.finish_reason));
+      if (--remaining_[job] == 0) --jobs_left_;
+    }
     on_output(job, o);
   }
   if (jobs_left_ == 0) {
@@ -102,7 +133,7 @@ void Generation::deliver(size_t job, const Status& error, std::vector<RequestOut
                             ? std::chrono::duration<double>(last_token_ - first_token_).count() /
                                   static_cast<double>(output_tokens_ - 1)
                             : -1;
-    ctx_.metrics.observe_request(ttft, tpot, e2e);
+    ctx_.metrics.observe_request(ttft, tpot, e2e, prompt_tokens_, output_tokens_);
     on_complete();
   }
 }
@@ -125,6 +156,7 @@ void Generation::count_tokens(size_t job, const std::vector<RequestOutput>& outp
 void Generation::abort_all() {
   if (failed_) return;
   failed_ = true;
+  for (int i = unfinished(remaining_); i > 0; --i) ctx_.metrics.count_finished("abort");
   for (size_t k = 0; k < job_ids_.size(); ++k)
     if (remaining_[k] > 0) ctx_.loop->abort(job_ids_[k]);
   log_done(499, "abort");  // nginx's "client closed request"
@@ -137,7 +169,9 @@ void Generation::pause_all(bool paused) {
 }
 
 void Generation::respond_error(const ApiError& error) {
-  writer_->respond(error_response(error, flavor_));
+  ApiError e = error;
+  e.request_id = request_id_;
+  writer_->respond(error_response(e, flavor_));
   log_done(error.status, "");
 }
 
@@ -158,6 +192,7 @@ void Generation::log_done(int status, const std::string& finish_reason) {
   r.method = method_;
   r.path = route_;
   r.request_id = id_;
+  r.x_request_id = request_id_;
   r.status = status;
   r.stream = stream_;
   r.finish_reason = finish_reason;

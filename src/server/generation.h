@@ -74,7 +74,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // cost in the metrics and the access log.
   void count_tokens(size_t job, const std::vector<RequestOutput>& outputs);
 
-  std::string route_, method_, remote_;
+  std::string route_, method_, remote_, request_id_;
   Clock::time_point start_;
   Clock::time_point first_token_{}, last_token_{};
   bool have_token_ = false;

@@ -32,6 +32,7 @@ struct HttpRequest {
   std::string body;
   std::string remote;          // "ip:port" of the client
   bool body_too_large = false; // the body passed the limit and was not read (answer 413)
+  std::string request_id;      // set by the server's router (request_headers.h)
 
   // First value of a header (name in lowercase), or "".
   std::string_view header(std::string_view name) const;

@@ -77,14 +77,7 @@ class ChatGeneration final : public OpenAiGeneration {
   // vLLM's count: the tokens before the first `</think>`, when the prompt
   // opened the reasoning (whatever the reasoning mode).
   void count_reasoning(Choice& c, const RequestOutput& o) const {
-    for (int32_t id : o.new_token_ids) {
-      if (c.reasoning_done) return;
-      if (id == prompt_.reasoning_end_token) {
-        c.reasoning_done = true;
-      } else {
-        ++c.reasoning_tokens;
-      }
-    }
+    c.reasoning_tokens += count_reasoning_tokens(o.new_token_ids, prompt_.reasoning_end_token, &c.reasoning_done);
   }
 
   OrderedJson usage() const override {

@@ -19,6 +19,12 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
                         std::shared_ptr<ResponseWriter> writer);
 void handle_messages(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                      std::shared_ptr<ResponseWriter> writer);
+void handle_responses(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
+                      std::shared_ptr<ResponseWriter> writer);
+// GET / DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel: a
+// store lookup, answered on the I/O thread.
+void handle_response_resource(ServerContext& ctx, const HttpRequest& request,
+                              const std::shared_ptr<ResponseWriter>& writer);
 void handle_count_tokens(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
                          std::shared_ptr<ResponseWriter> writer);
 

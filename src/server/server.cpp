@@ -5,6 +5,7 @@
 #include "server/access_log.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/request_headers.h"
 #include "server/routes.h"
 #include "text/chat_request.h"
 #include "util/log.h"
@@ -38,6 +39,15 @@ HttpResponse json_response(const OrderedJson& j) {
   return r;
 }
 
+constexpr const char* kVersion = "0.1.0";
+
+// NIM's health answers: 200 when `ok`, else 503.
+HttpResponse health_response(bool ok, const char* state) {
+  HttpResponse r = json_response({{"object", "health.response"}, {"message", state}});
+  r.status = ok ? 200 : 503;
+  return r;
+}
+
 }  // namespace
 
 bool secure_equals(std::string_view a, std::string_view b) {
@@ -61,6 +71,7 @@ void respond_logged(ServerContext& ctx, const HttpRequest& request, ResponseWrit
     r.remote = request.remote;
     r.method = request.method;
     r.path = request.path;
+    r.x_request_id = request.request_id;
     r.status = response.status;
     log_access(r);
   }
@@ -69,7 +80,9 @@ void respond_logged(ServerContext& ctx, const HttpRequest& request, ResponseWrit
 
 void respond_error(ServerContext& ctx, const HttpRequest& request, ResponseWriter& writer, const ApiError& error,
                    ApiFlavor flavor) {
-  respond_logged(ctx, request, writer, error_response(error, flavor));
+  ApiError e = error;
+  e.request_id = request.request_id;
+  respond_logged(ctx, request, writer, error_response(e, flavor));
 }
 
 Result<std::unique_ptr<Server>> Server::create(const HttpServerConfig& http, ServerContext& ctx) {
@@ -83,7 +96,10 @@ Result<std::unique_ptr<Server>> Server::create(const HttpServerConfig& http, Ser
 }
 
 void Server::handle(HttpRequest&& request, std::shared_ptr<ResponseWriter> writer) {
-  guarded(request, writer, [&] { route(std::move(request), writer); });
+  request.request_id = choose_request_id(request);
+  std::shared_ptr<ResponseWriter> w =
+      std::make_shared<HeaderWriter>(std::move(writer), answer_headers(request, ctx_.options.allowed_origins));
+  guarded(request, w, [&] { route(std::move(request), w); });
 }
 
 void Server::guarded(const HttpRequest& request, const std::shared_ptr<ResponseWriter>& writer,
@@ -133,6 +149,15 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
   const ServerError error(ctx_, request, *writer);
 
   if (request.body_too_large) return error(413, "the request body is larger than the server accepts");
+  if (is_preflight(request))  // before authentication: browsers send no key with a preflight
+    return respond_logged(ctx_, request, *writer, preflight_response(request, ctx_.options.allowed_origins));
+  if (path == "/v1/health/live") return respond_logged(ctx_, request, *writer, health_response(true, "live"));
+  if (path == "/v1/health/ready") {
+    const bool ready = ctx_.ready.load() && !ctx_.draining.load();
+    HttpResponse r = health_response(ready, ready ? "ready" : ctx_.draining.load() ? "shutting down" : "loading");
+    if (!ready) r.headers.emplace_back("Retry-After", std::to_string(ctx_.options.retry_after_s));
+    return respond_logged(ctx_, request, *writer, std::move(r));
+  }
   if (path == "/health") {
     HttpResponse r;
     r.content_type = "";
@@ -140,13 +165,13 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
     if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(ctx_.options.retry_after_s));
     return respond_logged(ctx_, request, *writer, std::move(r));
   }
-  if (path == "/metrics" && method == "GET") {
+  if ((path == "/metrics" || path == "/v1/metrics") && method == "GET") {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = ctx_.ready.load() ? ctx_.metrics.render(ctx_.loop->stats()) : std::string();
     return writer->respond(std::move(r));  // not counted: scrapes would dominate the request counts
   }
-  if (path == "/version") return respond_logged(ctx_, request, *writer, json_response({{"version", "0.1.0"}}));
+  if (path == "/version") return respond_logged(ctx_, request, *writer, json_response({{"version", kVersion}}));
 
   if (!ctx_.options.api_key.empty() && needs_auth(path)) {
     std::string_view key = request.header("x-api-key");
@@ -154,11 +179,24 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
     if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
     if (!secure_equals(key, ctx_.options.api_key)) return error(401, "invalid or missing API key", "", "invalid_api_key");
   }
+  // NIM's informational routes: what is served, known before the model loads.
+  if (method == "GET" && path == "/v1/version")
+    return respond_logged(ctx_, request, *writer, json_response({{"release", kVersion}, {"api", "1.0.0"}}));
+  if (method == "GET" && path == "/v1/metadata") {
+    OrderedJson models = OrderedJson::array();
+    for (const auto& name : ctx_.options.served_model_names)
+      if (!is_name_pattern(name)) models.push_back({{"shortName", name}, {"modelUrl", ctx_.options.model_root}});
+    return respond_logged(ctx_, request, *writer,
+                          json_response({{"version", kVersion}, {"modelInfo", std::move(models)},
+                                         {"assetInfo", OrderedJson::array()}, {"licenseInfo", OrderedJson::object()},
+                                         {"repository_override", ""}}));
+  }
   if (!ctx_.ready.load()) return error(503, "the model is loading");
 
   if (method == "GET" && path == "/v1/models") {
     OrderedJson data = OrderedJson::array();
-    for (const auto& name : ctx_.options.served_model_names) data.push_back(model_card(ctx_, name));
+    for (const auto& name : ctx_.options.served_model_names)
+      if (!is_name_pattern(name)) data.push_back(model_card(ctx_, name));
     return respond_logged(ctx_, request, *writer, json_response({{"object", "list"}, {"data", std::move(data)}}));
   }
   if (method == "GET" && path.rfind("/v1/models/", 0) == 0) {
@@ -167,10 +205,13 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
     return respond_logged(ctx_, request, *writer, json_response(model_card(ctx_, name)));
   }
 
+  if (path.rfind("/v1/responses/", 0) == 0) return handle_response_resource(ctx_, request, writer);
+
   BodyHandler handler = nullptr;
   bool model_required = false;
   if (path == "/v1/chat/completions") handler = handle_chat_completions;
   else if (path == "/v1/completions") handler = handle_completions;
+  else if (path == "/v1/responses") handler = handle_responses;
   else if (path == "/v1/messages") handler = handle_messages, model_required = true;
   else if (path == "/v1/messages/count_tokens") handler = handle_count_tokens, model_required = true;
   const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
@@ -178,6 +219,7 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
   if (method != "POST") {
     ApiError e = bad_request("use POST for " + path);
     e.status = 405;
+    e.request_id = request.request_id;
     HttpResponse r = error_response(e, flavor);
     r.headers.emplace_back("Allow", "POST");  // RFC 9110 §15.5.6: a 405 names the methods that work
     return respond_logged(ctx_, request, *writer, std::move(r));

@@ -2,9 +2,11 @@
 // metrics over an HttpServer; generation goes through the ServerContext's
 // engine loop.
 //
-// Routes: POST /v1/chat/completions, /v1/completions, /v1/messages,
-// /v1/messages/count_tokens, /tokenize, /detokenize; GET /v1/models,
-// /v1/models/{name}, /health, /metrics, /version.
+// Routes: POST /v1/chat/completions, /v1/completions, /v1/responses,
+// /v1/messages, /v1/messages/count_tokens, /tokenize, /detokenize; GET
+// /v1/models, /v1/models/{name}, /health, /metrics, /version; GET / DELETE
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items, POST
+// /v1/responses/{id}/cancel.
 #pragma once
 
 #include <functional>

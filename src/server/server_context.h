@@ -11,7 +11,9 @@
 #include "engine/engine_loop.h"
 #include "server/heartbeat.h"
 #include "server/metrics.h"
+#include "server/model_names.h"
 #include "server/replay.h"
+#include "server/response_store.h"
 #include "server/thinking_signature.h"
 #include "text/chat_template.h"
 #include "text/reasoning_parser.h"
@@ -20,7 +22,10 @@
 namespace m2::server {
 
 struct ServerOptions {
-  std::vector<std::string> served_model_names;  // the first is reported; all are accepted
+  // Names and patterns (model_names.h) accepted; the first literal one is
+  // reported. Filled with at least one literal name (cmd_serve checks).
+  std::vector<std::string> served_model_names;
+  std::vector<std::string> allowed_origins;      // CORS: exact origins, or "*"; empty: none
   std::string api_key;                           // empty: no authentication
   text::ReasoningMode reasoning = text::ReasoningMode::kSplit;  // OpenAI chat only
   bool access_log = true;
@@ -40,17 +45,19 @@ struct ServerContext {
   int64_t max_model_len = 0;
   int vocab_size = 0;
   Metrics metrics;
+  ResponseStore responses;            // /v1/responses stored for previous_response_id, GET and DELETE
   ThinkingSigner thinking_signer;     // signs and checks Anthropic thinking blocks
   Heartbeat heartbeat{std::chrono::seconds(1)};  // keeps quiet streams alive (Anthropic pings)
   std::atomic<bool> ready{false};     // the model is loaded: generation routes are served
   std::atomic<bool> draining{false};  // shutting down: new generation requests get 503
 
-  const std::string& model_name() const { return options.served_model_names.front(); }
-  bool serves(const std::string& name) const {
+  // The first literal name (a pattern is no model id).
+  const std::string& model_name() const {
     for (const auto& n : options.served_model_names)
-      if (n == name) return true;
-    return false;
+      if (!is_name_pattern(n)) return n;
+    return options.served_model_names.front();
   }
+  bool serves(const std::string& name) const { return serves_name(options.served_model_names, name); }
 };
 
 }  // namespace m2::server

@@ -29,6 +29,29 @@ std::string ThinkingSigner::sign(std::string_view thinking) const {
   return out;
 }
 
+std::string ThinkingSigner::seal(std::string_view text) const {
+  std::string out(4 * ((text.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  out.resize(static_cast<size_t>(n));
+  return out + "." + sign(text);
+}
+
+std::optional<std::string> ThinkingSigner::unseal(std::string_view sealed) const {
+  const size_t dot = sealed.rfind('.');
+  if (dot == std::string_view::npos || dot % 4 != 0 || dot > (1u << 30)) return std::nullopt;
+  std::string text(dot / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                reinterpret_cast<const unsigned char*>(sealed.data()), static_cast<int>(dot));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding's zero bytes: drop one per '='.
+  size_t len = static_cast<size_t>(n);
+  for (size_t i = dot; i > 0 && sealed[i - 1] == '=' && len > 0; --i) --len;
+  text.resize(len);
+  if (!verify(text, sealed.substr(dot + 1))) return std::nullopt;
+  return text;
+}
+
 bool ThinkingSigner::verify(std::string_view thinking, std::string_view signature) const {
   const std::string expected = sign(thinking);
   return signature.size() == expected.size() && CRYPTO_memcmp(signature.data(), expected.data(), expected.size()) == 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,15 @@ class ThinkingSigner {
   std::string sign(std::string_view thinking) const;
   // Constant-time comparison of `signature` with sign(thinking).
   bool verify(std::string_view thinking, std::string_view signature) const;
+
+  // The Responses API's `encrypted_content` of a reasoning item: the text
+  // base64-encoded and signed ("<base64>.<signature>"), so that a client
+  // that keeps no store (Codex runs with store: false) can send the
+  // reasoning back opaquely and unaltered. Not secret: the same text is in
+  // the item's content.
+  std::string seal(std::string_view text) const;
+  // The text of a seal() of this server's, or nullopt (not one, or altered).
+  std::optional<std::string> unseal(std::string_view sealed) const;
 
  private:
   std::array<unsigned char, 32> key_{};

@@ -70,6 +70,16 @@ TEST(ServerBeforeReady, HealthIs503AndGenerationWaits) {
   EXPECT_NE(chat.find("\"type\":\"service_unavailable_error\""), std::string::npos);
   EXPECT_EQ(get(port, "/metrics").rfind("HTTP/1.1 200", 0), 0u);
   EXPECT_EQ(get(port, "/nope").rfind("HTTP/1.1 503", 0), 0u);  // nothing is routed before the model loads
+  // NIM's probes: live at once, ready only once the model is loaded, and not while draining.
+  EXPECT_EQ(get(port, "/v1/health/live").rfind("HTTP/1.1 200", 0), 0u);
+  const std::string ready = get(port, "/v1/health/ready");
+  EXPECT_EQ(ready.rfind("HTTP/1.1 503", 0), 0u) << ready;
+  EXPECT_NE(ready.find("\"loading\""), std::string::npos) << ready;
+  EXPECT_EQ(get(port, "/v1/metadata").rfind("HTTP/1.1 200", 0), 0u);
+  ctx.ready.store(true);
+  EXPECT_EQ(get(port, "/v1/health/ready").rfind("HTTP/1.1 200", 0), 0u);
+  ctx.draining.store(true);
+  EXPECT_EQ(get(port, "/v1/health/ready").rfind("HTTP/1.1 503", 0), 0u);
   (*server)->http().stop();
 }
 

@@ -325,7 +325,7 @@ TEST(Metrics, PrometheusText) {
   m.count_request("/v1/chat/completions", 200);
   m.count_request("/v1/chat/completions", 200);
   m.count_tokens(10, 5);
-  m.observe_request(0.05, 0.02, 0.3);
+  m.observe_request(0.05, 0.02, 0.3, 7, 3);
   EngineLoopStats s;
   s.engine.kv_blocks_used = 3;
   s.engine.kv_blocks_total = 12;

@@ -57,13 +57,29 @@ MESSAGES = {
     ],
 }
 COUNT = {k: v for k, v in MESSAGES.items() if k != "max_tokens"}
+RESPONSES = {
+    "model": MODEL_NAME, "max_output_tokens": 1, "temperature": 0.5, "top_p": 0.9, "instructions": "Be brief.",
+    "store": False, "metadata": {"k": "v"}, "reasoning": {"effort": "low", "summary": "auto"},
+    "text": {"format": {"type": "text"}}, "include": ["reasoning.encrypted_content"], "truncation": "disabled",
+    "tools": [{"type": "function", "name": "get_weather", "description": "Weather", "strict": False,
+               "parameters": TOOL["function"]["parameters"]}],
+    "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": True,
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}],
+         "content": [{"type": "reasoning_text", "text": "look it up"}]},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        {"type": "message", "role": "user", "content": "thanks"},
+    ],
+}
 TOKENIZE_CHAT = {"model": MODEL_NAME, "messages": CHAT["messages"], "add_special_tokens": False,
                  "return_token_strs": True}
 TOKENIZE_PROMPT = {"model": MODEL_NAME, "prompt": "Hello there", "add_special_tokens": True}
 DETOKENIZE = {"model": MODEL_NAME, "tokens": [1, 2, 3]}
 
 SEEDS = [("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION), ("/v1/messages", MESSAGES),
-         ("/v1/messages/count_tokens", COUNT), ("/tokenize", TOKENIZE_CHAT), ("/tokenize", TOKENIZE_PROMPT),
+         ("/v1/messages/count_tokens", COUNT), ("/v1/responses", RESPONSES), ("/tokenize", TOKENIZE_CHAT), ("/tokenize", TOKENIZE_PROMPT),
          ("/detokenize", DETOKENIZE)]
 # One value of every JSON type (two numbers: an integer and a fraction).
 REPLACEMENTS = [7, -2.5, "s", True, None, [], {}, [{"type": 5}]]
@@ -124,7 +140,8 @@ def test_typed_fields_never_give_500(server, route, seed):
 def test_streamed_mutations_never_give_500(server):
     """The same for the streamed routes, on a smaller set: an error after the stream began is an event."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        for route, seed in (("/v1/chat/completions", CHAT), ("/v1/messages", MESSAGES)):
+        for route, seed in (("/v1/chat/completions", CHAT), ("/v1/messages", MESSAGES),
+                            ("/v1/responses", RESPONSES)):
             seed = {**seed, "stream": True}
             for path, body in mutations(seed):
                 if len(path) > 2:
