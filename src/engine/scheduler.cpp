@@ -42,6 +42,12 @@ void Scheduler::preempt(Sequence* seq) {
   insert_waiting(seq);
 }
 
+size_t Scheduler::retract_all() {
+  const std::vector<Sequence*> running = running_;
+  for (Sequence* s : running) preempt(s);
+  return running.size();
+}
+
 Sequence* Scheduler::latest_paused() const {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it)
     if ((*it)->paused) return *it;
@@ -91,7 +97,10 @@ SchedulerOutput Scheduler::schedule() {
       ++w;
       continue;
     }
-    if (seq->params.prompt_logprobs < 0) blocks_.attach_cached_prefix(*seq);
+    // Prompt logprobs and routed experts need every prompt position computed;
+    // a replayed routing must not reuse KV computed with the router's own.
+    if (seq->params.prompt_logprobs < 0 && !seq->params.return_routed_experts && !seq->params.routing_replay)
+      blocks_.attach_cached_prefix(*seq);
     const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
     bool fits = blocks_.ensure_capacity(*seq, seq->num_computed + n);
     // Blocks held by paused sequences (clients not reading) are taken back
