@@ -5,6 +5,7 @@
 #include "server/access_log.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/rollout_routes.h"
 #include "server/routes.h"
 #include "text/chat_request.h"
 #include "util/log.h"
@@ -155,6 +156,13 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
     if (!secure_equals(key, ctx_.options.api_key)) return error(401, "invalid or missing API key", "", "invalid_api_key");
   }
   if (!ctx_.ready.load()) return error(503, "the model is loading");
+  if (is_rollout_route(path)) {
+    // Off the I/O thread: an update reads and copies tensors.
+    auto shared = std::make_shared<HttpRequest>(std::move(request));
+    if (!work_->try_submit([this, shared, writer] { guarded(*shared, writer, [&] { handle_rollout_route(ctx_, shared, writer); }); }))
+      return ServerError(ctx_, *shared, *writer)(503, "the server is busy reading other requests; retry later");
+    return;
+  }
 
   if (method == "GET" && path == "/v1/models") {
     OrderedJson data = OrderedJson::array();

@@ -19,6 +19,8 @@
 
 namespace m2::server {
 
+class RolloutControl;
+
 struct ServerOptions {
   std::vector<std::string> served_model_names;  // the first is reported; all are accepted
   std::string api_key;                           // empty: no authentication
@@ -28,6 +30,8 @@ struct ServerOptions {
   std::string model_root;                        // the -m directory's last component, reported as the model's root
   int request_threads = 2;                       // threads parsing, templating and tokenizing request bodies
   size_t request_queue = 64;                     // bodies that may wait for one before new ones get 503
+  bool enable_weight_updates = false;            // the rollout control routes (docs/rollout.md)
+  std::string admin_api_key;                     // their key; empty: api_key
 };
 
 struct ServerContext {
@@ -39,6 +43,8 @@ struct ServerContext {
   SamplingParams defaults;
   int64_t max_model_len = 0;
   int vocab_size = 0;
+  int num_layers = 0, top_k = 0, num_experts = 0;  // routed experts' shape (routed_experts.h)
+  RolloutControl* rollout = nullptr;  // weights, version, admin routes (rollout_routes.h); set with the model
   Metrics metrics;
   ThinkingSigner thinking_signer;     // signs and checks Anthropic thinking blocks
   Heartbeat heartbeat{std::chrono::seconds(1)};  // keeps quiet streams alive (Anthropic pings)
