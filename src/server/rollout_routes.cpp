@@ -130,7 +130,7 @@ void handle_rollout_route(ServerContext& ctx, std::shared_ptr<HttpRequest> reque
     return error(404, "no route for " + request->method + " " + path +
                           " (the rollout control routes need m2cpp serve --enable-weight-updates)");
   const char* method = admin ? "POST" : "GET";
-  if (request->method != method) {
+  if (request->method != method && !(!admin && request->method == "HEAD")) {
     ApiError e = bad_request(std::string("use ") + method + " for " + path);
     e.status = 405;
     HttpResponse r = error_response(e, ApiFlavor::kOpenAI);
