@@ -72,9 +72,9 @@ def test_pause_abort_ends_requests_with_their_tokens(server):
 
 @pytest.mark.parametrize("mode", ["wait", "in_place", "retract"])
 def test_pause_modes_keep_requests(server, mode):
-    base = complete(server, max_tokens=60, logprobs=0)
+    base = complete(server, max_tokens=150, logprobs=0)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(complete, server, max_tokens=60, logprobs=0)
+        fut = pool.submit(complete, server, max_tokens=150, logprobs=0)
         assert wait_for(lambda: running(server) >= 1)
         r = post(server, "/pause_generation", {"mode": mode})
         assert r.status_code == 200, r.text

@@ -182,3 +182,26 @@ def test_routes_need_the_flag_and_the_key():
         assert httpx.get(url, headers={"authorization": "Bearer admin"}).status_code == 405
     finally:
         assert keyed.stop() == 0
+
+
+def test_update_while_generating_swaps_between_steps(tmp_path):
+    """Without a pause, an update lands between two steps: the request in flight finishes (its later tokens
+    from the new weights), nothing fails, and the next request is the new weights' alone."""
+    import concurrent.futures
+    from live_server import wait_for
+    s = ServerProcess("--enable-weight-updates", "--step-delay-ms", "10")
+    try:
+        base = read_raw()
+        step1 = perturbed(base, seed=5)
+        write_checkpoint(tmp_path / "s1", step1)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(generate, s, PROMPT, 200)
+            assert wait_for(lambda: (s.metric("m2cpp:num_requests_running") or 0) >= 1)
+            r = push_disk(s, tmp_path / "s1")
+            assert r.status_code == 200, r.text
+            ids, lps = fut.result(timeout=120)
+        assert len(ids) == 200 and all(lp <= 0 for lp in lps)
+        ids1, lp1 = generate(s)
+        assert_reference(step1, ids1, lp1)
+    finally:
+        assert s.stop() == 0, s.log_text()[-4000:]
