@@ -136,6 +136,43 @@ TEST(BuildUpdatedWeights, RefusesBadTensorsNamingThem) {
   EXPECT_TRUE(build_updated_weights(*set, std::move(up)).ok());
 }
 
+// An FP8 pair replaced by its own bytes serves the same logits bit for bit;
+// with its block scales doubled, that linear's weights double (the views
+// point at the new bytes).
+TEST(BuildUpdatedWeights, Fp8PairsReachTheForwardPass) {
+  auto set = load_set("m2-tiny-fp8");
+  auto backend = make_cpu_backend();
+  MiniMaxM2 model(set->weights(), *backend);
+  const std::vector<int32_t> ids = {7, 3, 99, 12, 5};
+  auto before = all_logits(model, ids, DType::kF32);
+  ASSERT_TRUE(before.ok());
+  const std::string w = "model.layers.0.self_attn.o_proj";  // every token uses it
+  auto same = [&] {
+    std::vector<UpdateTensor> up;
+    up.push_back(copy_of(*set, w + ".weight"));
+    up.push_back(copy_of(*set, w + ".weight_scale_inv"));
+    return up;
+  };
+  auto next = build_updated_weights(*set, same());
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  model.set_weights((*next)->weights());
+  auto again = all_logits(model, ids, DType::kF32);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*before, *again);
+  std::vector<UpdateTensor> up = same();
+  float* scale = reinterpret_cast<float*>(up[1].data.get());
+  for (int64_t i = 0; i < up[1].shape.numel(); ++i) scale[i] *= 2;
+  auto doubled = build_updated_weights(*set, std::move(up));
+  ASSERT_TRUE(doubled.ok());
+  const Linear& l = (*doubled)->weights().layers[0].o_proj;
+  EXPECT_EQ(tensor_get_f32(l.scale_inv, 0), 2 * tensor_get_f32(set->weights().layers[0].o_proj.scale_inv, 0));
+  model.set_weights((*doubled)->weights());
+  auto changed = all_logits(model, ids, DType::kF32);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(*before, *changed);
+  model.set_weights(set->weights());
+}
+
 // safetensors bytes of one F32 tensor (with optional metadata).
 std::string one_tensor_file(const std::string& name, std::vector<float> values, const std::string& meta = "") {
   std::string header = "{" + (meta.empty() ? std::string() : "\"__metadata__\":" + meta + ",") + "\"" + name +
