@@ -134,9 +134,13 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def forward(cfg, t, ids, quant="none", quantize=None):
+def forward(cfg, t, ids, quant="none", quantize=None, forced=None, routed=None):
     """Logits float64 [len(ids), vocab] of one causal pass over `ids` (positions 0..);
-    `quantize` replaces quantize_act for quant="dynamic" (a perturbed rule)."""
+    `quantize` replaces quantize_act for quant="dynamic" (a perturbed rule).
+    Routing replay (docs/rollout.md): `forced`, an int array [P, layers, top_k] with
+    P <= len(ids), gives the experts of the first P positions instead of the biased
+    top-k, weighted by their sigmoid scores renormalised over the forced set;
+    `routed`, a list, receives the experts each position used, [len(ids), layers, top_k]."""
     q8 = (quantize or quantize_act) if quant == "dynamic" else (lambda a: a)
     fp8 = cfg.get("quantization_config") is not None
 
@@ -163,6 +167,7 @@ def forward(cfg, t, ids, quant="none", quantize=None):
         return out
 
     x = t["model.embed_tokens.weight"][np.asarray(ids)]
+    used = np.zeros((T, cfg["num_hidden_layers"], top_k), dtype=np.int64)
     mask = np.triu(np.full((T, T), -np.inf), 1)
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
@@ -191,6 +196,9 @@ def forward(cfg, t, ids, quant="none", quantize=None):
         for tok in range(T):
             # top-k by the biased score, lower expert id first on ties
             chosen = sorted(range(sel.shape[1]), key=lambda e: (-sel[tok, e], e))[:top_k]
+            if forced is not None and tok < len(forced):
+                chosen = [int(e) for e in forced[tok][layer]]
+            used[tok, layer] = chosen
             wsum = sum(scores[tok, e] for e in chosen)
             for e in chosen:
                 ep = moe_p + f"experts.{e}."
@@ -200,6 +208,8 @@ def forward(cfg, t, ids, quant="none", quantize=None):
                 y = (q8(u[None, :])[0] if fp8 else u) @ weight(t, ep + "w2").T
                 out[tok] += scores[tok, e] / wsum * scaling * y
         x = x + out
+    if routed is not None:
+        routed.append(used)
     x = rms_norm(x, t["model.norm.weight"], eps)
     head = t["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else t["lm_head.weight"]
     return x @ head.T

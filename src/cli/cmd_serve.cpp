@@ -19,6 +19,8 @@
 #include "cli/model_options.h"
 #include "cli/shutdown_signals.h"
 #include "engine/engine_loop.h"
+#include "model/weight_update.h"
+#include "server/rollout_routes.h"
 #include "server/server.h"
 #include "util/fd_limit.h"
 #include "util/log.h"
@@ -53,6 +55,8 @@ struct ServeArgs {
   double step_delay_ms = 0;
   size_t responses_store_bytes = 64u << 20;
   std::vector<std::string> allowed_origins;
+  bool enable_weight_updates = false;
+  std::string admin_api_key;
 };
 
 // The last component of a model directory ("models/m2-demo/" -> "m2-demo"):
@@ -108,6 +112,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ctx.options.request_threads = a.request_threads;
   ctx.options.request_queue = a.request_queue;
   ctx.responses.set_capacity(a.responses_store_bytes);
+  ctx.options.enable_weight_updates = a.enable_weight_updates;
+  ctx.options.admin_api_key = a.admin_api_key;
 
   server::HttpServerConfig http;
   http.host = a.host;
@@ -122,6 +128,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   if (!srv.ok()) return fail(srv.status());
   (*srv)->start();
   log_info("m2cpp serve: listening on http://{}:{}", a.host, (*srv)->port());
+  if (a.enable_weight_updates)
+    log_warn("m2cpp serve: --enable-weight-updates: POST /pause_generation, /update_weights_from_disk, ... are served "
+             "({})", !a.admin_api_key.empty() ? "with --admin-api-key" : !a.api_key.empty() ? "with --api-key" : "without a key");
   if (!(*srv)->http().loopback() && a.api_key.empty())
     log_warn("m2cpp serve: --host {} accepts connections from other machines and no --api-key is set: anyone who "
              "can reach port {} can use the model",
@@ -142,12 +151,14 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
 
   auto loaded = mo.load_on_backend();
   if (!loaded.ok()) return fail(loaded.status());
-  MiniMaxM2 model(*loaded->weights, *loaded->backend);
+  auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
+  if (!kv_bytes.ok()) return fail(kv_bytes.status());
+  // The served weight set; weight updates (docs/rollout.md) swap in others.
+  server::RolloutControl rollout(wrap_loaded_weights(std::move(loaded->weights)), dir_name(mo.model));
+  MiniMaxM2 model(rollout.current()->weights(), *loaded->backend);
 
   EngineConfig ec;
   ec.block_size = a.block_size;
-  auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
-  if (!kv_bytes.ok()) return fail(kv_bytes.status());
   ec.kv_cache_bytes = *kv_bytes;
   ec.kv_dtype = parse_kv_dtype(a.kv_cache_dtype).value();  // the option's check allows only valid names
   ec.prefix_cache = a.prefix_caching;
@@ -168,6 +179,10 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ctx.defaults = default_sampling_params(mo.model);
   ctx.max_model_len = (*engine)->max_model_len();
   ctx.vocab_size = model.config().vocab_size;
+  ctx.num_layers = model.config().num_hidden_layers;
+  ctx.top_k = model.config().num_experts_per_tok;
+  ctx.num_experts = model.config().num_local_experts;
+  ctx.rollout = &rollout;
   ctx.ready.store(true);  // publishes the fields above to the I/O threads
   signals.set_ready();
   const EngineStats st = (*engine)->stats();
@@ -259,6 +274,12 @@ Command make_serve(CLI::App& parent) {
                   "it; 0: none stored")
       ->check(int_range(0, kInt64Max));
   app->add_flag("--disable-access-log", a->disable_access_log, "No per-request JSON line on stderr");
+  app->add_flag("--enable-weight-updates", a->enable_weight_updates,
+                "Serve the rollout control routes of an RL trainer: pause/continue generation, flush the prefix "
+                "cache, update weights from disk or tensor buckets (docs/rollout.md)");
+  app->add_option("--admin-api-key", a->admin_api_key,
+                  "Key of the rollout control routes (default: the --api-key, when set)")
+      ->check(non_empty());
   app->add_option("--step-delay-ms", a->step_delay_ms, "TEST ONLY: pause after every engine step (slows generation)")
       ->check(number_range(0, 60000));
   return {app, [mo, a] { return run_serve(*mo, *a); }};

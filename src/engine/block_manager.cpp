@@ -88,7 +88,7 @@ bool BlockManager::ensure_capacity(Sequence& seq, int64_t total_tokens) {
 }
 
 void BlockManager::commit_full_blocks(Sequence& seq) {
-  if (!prefix_cache_) return;
+  if (!prefix_cache_ || !seq.cacheable) return;
   const int64_t full = std::min<int64_t>(seq.num_computed / block_size_, static_cast<int64_t>(seq.block_table.size()));
   uint64_t h = seq.block_hashes.empty() ? 0 : seq.block_hashes.back();
   for (int64_t i = static_cast<int64_t>(seq.block_hashes.size()); i < full; ++i) {
@@ -104,6 +104,19 @@ void BlockManager::commit_full_blocks(Sequence& seq) {
     blk.tokens.assign(toks.begin(), toks.end());
     by_hash_[h] = b;
   }
+}
+
+int64_t BlockManager::flush_prefix_cache() {
+  int64_t n = 0;
+  for (int32_t b = 0; b < static_cast<int32_t>(blocks_.size()); ++b) {
+    if (!blocks_[b].hashed) continue;
+    drop_hash(b);
+    ++n;
+  }
+  for (int32_t b : lru_) free_.push_back(b);
+  lru_.clear();
+  by_hash_.clear();
+  return n;
 }
 
 void BlockManager::release(Sequence& seq) {

@@ -51,6 +51,10 @@ class BlockManager {
 
   // Returns the sequence's blocks to the pool (cached ones stay revivable).
   void release(Sequence& seq);
+  // Forgets every cached block (SGLang's flush_cache): no later lookup hits
+  // one; unreferenced cached blocks become free, blocks in use stay with
+  // their sequences. Returns the number of blocks forgotten.
+  int64_t flush_prefix_cache();
 
   // KV slot of a token position of a sequence.
   int64_t slot(const Sequence& seq, int64_t position) const {

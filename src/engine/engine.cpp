@@ -81,6 +81,13 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     return errorf("the prompt is {} tokens but the context holds {} (prompt plus at least one generated token)",
                   prompt.size(), max_model_len_);
   if (!params.stop.empty() && !tokenizer_) return errorf("stop strings need a tokenizer in the model directory");
+  if (params.routing_replay) {
+    const int64_t per_row = static_cast<int64_t>(model_.config().num_hidden_layers) * model_.config().num_experts_per_tok;
+    const int64_t size = static_cast<int64_t>(params.routing_replay->size());
+    if (size % per_row != 0 || size / per_row > static_cast<int64_t>(prompt.size()))
+      return errorf("the routing replay holds {} ids: not rows of {} layers x top {} for at most the {} prompt tokens",
+                    size, model_.config().num_hidden_layers, model_.config().num_experts_per_tok, prompt.size());
+  }
 
   std::random_device rd;
   std::vector<int64_t> ids;
@@ -98,6 +105,7 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     seq->forced.assign(params.forced_tokens.begin(), params.forced_tokens.end());
     seq->forced_after_armed = params.forced_after_token >= 0 && !params.forced_after.empty();
     seq->reasoning_open = params.reasoning_budget >= 0;
+    seq->cacheable = !params.routing_replay;
     if (params.reasoning_budget == 0) {  // no reasoning at all: the end token comes first
       seq->forced.push_front(params.reasoning_end_token);
       seq->reasoning_open = false;
@@ -112,7 +120,7 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
   // share its blocks instead of computing the prompt n times.
   scheduler_.add(seqs_[ids[0]].get());
   for (size_t i = 1; i < ids.size(); ++i) {
-    if (config_.prefix_cache && params.prompt_logprobs < 0) {
+    if (config_.prefix_cache && params.prompt_logprobs < 0 && !params.return_routed_experts && !params.routing_replay) {
       pending_siblings_[ids[0]].push_back(ids[i]);
     } else {
       scheduler_.add(seqs_[ids[i]].get());
@@ -151,11 +159,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
     return std::vector<RequestOutput>();
   }
   StepBatch batch = build_step_batch(so, blocks_, output_.eos_ids());
+  add_routing(batch);
   auto result = run(batch);
   if (!result.ok()) return result.status();
   ++stats_.steps;
+  store_routing(batch);
   advance(batch);
   std::vector<RequestOutput> outputs = output_.process(batch, *result);
+  attach_routed_experts(outputs);
   release_finished(outputs);
   return outputs;
 }
@@ -207,6 +218,103 @@ void Engine::release_finished(const std::vector<RequestOutput>& outputs) {
     output_.remove(id);
     seqs_.erase(id);
     if (std::none_of(ids.begin(), ids.end(), [&](int64_t s) { return seqs_.count(s) != 0; })) requests_.erase(o.request_id);
+  }
+}
+
+std::vector<RequestOutput> Engine::abort_with_outputs(const std::string& request_id) {
+  std::vector<RequestOutput> outs;
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return outs;
+  for (int64_t id : it->second) {
+    auto s = seqs_.find(id);
+    if (s == seqs_.end()) continue;
+    const Sequence& seq = *s->second;
+    RequestOutput o;
+    o.request_id = request_id;
+    o.index = seq.index;
+    o.finished = true;
+    o.finish_reason = FinishReason::kAbort;
+    o.num_prompt_tokens = seq.num_prompt_tokens;
+    o.num_cached_tokens = seq.num_cached_prompt;
+    o.num_output_tokens = seq.num_output();
+    outs.push_back(std::move(o));
+  }
+  attach_routed_experts(outs);
+  abort(request_id);
+  return outs;
+}
+
+int64_t Engine::flush_prefix_cache() {
+  for (auto& [id, seq] : seqs_) seq->cacheable = false;
+  return blocks_.flush_prefix_cache();
+}
+
+Status Engine::swap_weights(ModelWeights& weights) {
+  const ModelConfig& a = model_.config();
+  const ModelConfig& b = weights.config;
+  if (a.num_hidden_layers != b.num_hidden_layers || a.hidden_size != b.hidden_size ||
+      a.vocab_size != b.vocab_size || a.num_local_experts != b.num_local_experts)
+    return errorf("swap_weights: the new weight set has another shape");
+  M2_RETURN_IF_ERROR(model_.backend().prepare_weights(weights));
+  model_.set_weights(weights);
+  flush_prefix_cache();
+  return Status();
+}
+
+void Engine::add_routing(StepBatch& batch) const {
+  const int L = model_.config().num_hidden_layers, k = model_.config().num_experts_per_tok;
+  const int64_t T = static_cast<int64_t>(batch.input.tokens.size());
+  bool replay = false;
+  for (const StepChunk& c : batch.chunks) {
+    batch.input.capture_routing = batch.input.capture_routing || c.seq->params.return_routed_experts;
+    replay = replay || (c.seq->params.routing_replay && c.start * L * k < static_cast<int64_t>(c.seq->params.routing_replay->size()));
+  }
+  if (!replay) return;
+  std::vector<int32_t>& f = batch.input.forced_experts;
+  f.assign(static_cast<size_t>(L * T * k), -1);
+  for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const StepChunk& c = batch.chunks[ci];
+    if (!c.seq->params.routing_replay) continue;
+    const std::vector<int32_t>& r = *c.seq->params.routing_replay;  // [rows, L, k]
+    const int64_t rows = static_cast<int64_t>(r.size()) / (L * k);
+    const int64_t first_row = batch.input.seqs[ci].first_row;
+    for (int64_t i = 0; i < c.num_tokens && c.start + i < rows; ++i)
+      for (int l = 0; l < L; ++l)
+        std::copy_n(r.data() + ((c.start + i) * L + l) * k, k, f.data() + (l * T + first_row + i) * k);
+  }
+}
+
+void Engine::store_routing(const StepBatch& batch) {
+  if (!batch.input.capture_routing) return;
+  const int L = model_.config().num_hidden_layers, k = model_.config().num_experts_per_tok;
+  const int64_t T = static_cast<int64_t>(batch.input.tokens.size());
+  std::span<const int32_t> got = model_.last_routing();  // [L, T, k]
+  for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const StepChunk& c = batch.chunks[ci];
+    Sequence& seq = *c.seq;
+    if (!seq.params.return_routed_experts) continue;
+    const int64_t first_row = batch.input.seqs[ci].first_row;
+    const size_t need = static_cast<size_t>((c.start + c.num_tokens) * L * k);
+    if (seq.routed_experts.size() < need) seq.routed_experts.resize(need);
+    for (int64_t i = 0; i < c.num_tokens; ++i)
+      for (int l = 0; l < L; ++l)
+        std::copy_n(got.data() + (l * T + first_row + i) * k, k, seq.routed_experts.data() + ((c.start + i) * L + l) * k);
+  }
+}
+
+void Engine::attach_routed_experts(std::vector<RequestOutput>& outputs) const {
+  const int L = model_.config().num_hidden_layers, k = model_.config().num_experts_per_tok;
+  for (RequestOutput& o : outputs) {
+    if (!o.finished) continue;
+    auto r = requests_.find(o.request_id);
+    if (r == requests_.end() || o.index >= static_cast<int>(r->second.size())) continue;
+    auto s = seqs_.find(r->second[o.index]);
+    if (s == seqs_.end() || !s->second->params.return_routed_experts) continue;
+    const Sequence& seq = *s->second;
+    // Every position but the last (never run); all of them were computed.
+    const size_t n = static_cast<size_t>(std::max<int64_t>(seq.num_tokens() - 1, 0) * L * k);
+    o.routed_experts.assign(seq.routed_experts.begin(),
+                            seq.routed_experts.begin() + static_cast<std::ptrdiff_t>(std::min(n, seq.routed_experts.size())));
   }
 }
 

@@ -61,6 +61,22 @@ class Engine {
   // scheduled and keeps its blocks. Unknown ids are ignored.
   void set_paused(const std::string& request_id, bool paused);
 
+  // ---- Rollout control (docs/rollout.md); engine thread only, between steps.
+  // Ends every sequence of a request now, as finished with reason abort (the
+  // tokens so far were already returned), and frees its blocks: one output
+  // per unfinished completion.
+  std::vector<RequestOutput> abort_with_outputs(const std::string& request_id);
+  // Forgets the prefix cache; the running sequences' later blocks are not
+  // cached either (their KV may predate the flush). Returns blocks forgotten.
+  int64_t flush_prefix_cache();
+  // Preempts every running sequence (they recompute when scheduled again).
+  size_t retract_all() { return scheduler_.retract_all(); }
+  // Serves `weights` (same config) from the next step on: the backend's
+  // prepare_weights, the model's weight set, and a prefix-cache flush (cached
+  // KV belongs to the old weights). On failure the old weights stay.
+  Status swap_weights(ModelWeights& weights);
+  const MiniMaxM2& model() const { return model_; }
+
   // Runs one model step; returns what each touched sequence produced.
   Result<std::vector<RequestOutput>> step();
   bool has_unfinished() const { return !seqs_.empty(); }
@@ -81,6 +97,11 @@ class Engine {
   // full blocks into the prefix cache, n > 1 siblings admitted once the
   // first one's prompt is cached.
   void advance(const StepBatch& batch);
+  // Routing replay and capture: the forced expert ids of the batch's rows
+  // (StepInput::forced_experts), and the captured ids into the sequences.
+  void add_routing(StepBatch& batch) const;
+  void store_routing(const StepBatch& batch);
+  void attach_routed_experts(std::vector<RequestOutput>& outputs) const;
   // Frees the sequences that finished this step (their blocks return to the pool).
   void release_finished(const std::vector<RequestOutput>& outputs);
 

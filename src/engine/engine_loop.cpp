@@ -76,6 +76,67 @@ void EngineLoop::cancel_all(const Status& reason) {
   cv_.notify_one();
 }
 
+void EngineLoop::pause(PauseMode mode, std::function<void(size_t)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+    if (mode != PauseMode::kWait) no_step_ = true;
+  }
+  post([this, mode, done = std::move(done)](Engine& engine) {
+    switch (mode) {
+      case PauseMode::kAbort: return done(abort_in_flight());
+      case PauseMode::kRetract: engine.retract_all(); return done(live_.size());
+      case PauseMode::kInPlace: return done(live_.size());
+      case PauseMode::kWait: {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (live_.empty()) {
+          no_step_ = true;
+          lock.unlock();
+          return done(0);
+        }
+        // Called when live_ empties (run()), with the number waited for.
+        wait_done_.push_back([done = std::move(done), n = live_.size()] { done(n); });
+        return;
+      }
+    }
+  });
+}
+
+bool EngineLoop::resume() {
+  bool was = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    was = hold_;
+    hold_ = false;
+    no_step_ = false;
+  }
+  cv_.notify_one();
+  return was;
+}
+
+bool EngineLoop::paused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hold_;
+}
+
+void EngineLoop::post(std::function<void(Engine&)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    controls_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+size_t EngineLoop::abort_in_flight() {
+  const size_t n = live_.size();
+  for (auto& [id, live] : live_) {
+    std::vector<RequestOutput> outs = engine_.abort_with_outputs(id);
+    live.sink(Status(), std::move(outs));
+  }
+  live_.clear();
+  return n;
+}
+
 EngineLoopStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineLoopStats s;
@@ -134,14 +195,15 @@ void EngineLoop::run() {
     std::vector<LoopRequest> batch;
     std::vector<std::string> aborts;
     std::vector<std::pair<std::string, bool>> pauses;
-    bool cancel = false, stop = false;
+    std::vector<std::function<void(Engine&)>> controls;
+    bool cancel = false, stop = false, no_step = false;
     Status cancel_reason;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // The engine is only touched by this thread: asking it here is safe.
       auto has_work = [&] {
-        return stop_ || cancel_ || !inbox_.empty() || !aborts_.empty() || !pauses_.empty() ||
-               (!live_.empty() && engine_.has_runnable());
+        return stop_ || cancel_ || (!inbox_.empty() && !hold_) || !aborts_.empty() || !pauses_.empty() ||
+               !controls_.empty() || (!live_.empty() && engine_.has_runnable() && !no_step_);
       };
       if (trim_pending && !cv_.wait_for(lock, std::chrono::milliseconds(500), has_work)) {
         lock.unlock();
@@ -150,9 +212,11 @@ void EngineLoop::run() {
       }
       trim_pending = false;
       cv_.wait(lock, has_work);
-      batch.swap(inbox_);
+      if (!hold_ || cancel_ || stop_) batch.swap(inbox_);  // held while paused
       aborts.swap(aborts_);
       pauses.swap(pauses_);
+      controls.swap(controls_);
+      no_step = no_step_;
       cancel = cancel_;
       cancel_ = false;
       cancel_reason = cancel_reason_;
@@ -166,8 +230,11 @@ void EngineLoop::run() {
     }
     for (const auto& [id, paused] : pauses) engine_.set_paused(id, paused);
     if (cancel) fail_all(cancel_reason);
+    if (!stop) {
+      for (auto& fn : controls) fn(engine_);
+    }
 
-    if (!live_.empty() && engine_.has_runnable()) {
+    if (!live_.empty() && engine_.has_runnable() && !no_step) {
       auto outputs = engine_.step();
       if (!outputs.ok()) {
         log_error("engine step failed: {}", outputs.status().message());
@@ -187,8 +254,14 @@ void EngineLoop::run() {
         }
       }
     }
+    std::vector<std::function<void()>> waited;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      if (!wait_done_.empty() && (live_.empty() || !hold_)) {
+        // A kWait pause holds once nothing is in flight (or ended by resume).
+        waited.swap(wait_done_);
+        if (hold_) no_step_ = true;
+      }
       last_stats_ = engine_.stats();
       if (live_count_ > 0 && live_.empty() && inbox_.empty()) trim_pending = true;
       live_count_ = live_.size() + inbox_.size();
@@ -197,6 +270,7 @@ void EngineLoop::run() {
         cv_.wait_for(lock, step_delay_, [this] { return stop_ || cancel_; });
       }
     }
+    for (auto& done : waited) done();
     if (stop) return;
   }
 }

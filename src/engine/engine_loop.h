@@ -37,6 +37,16 @@ struct LoopRequest {
 
 enum class Admission { kAccepted, kQueueFull, kStopped };
 
+// What a pause does with the requests in flight (SGLang's pause_generation
+// modes, plus kWait). In every mode new requests are accepted and held (not
+// started) until resume().
+enum class PauseMode {
+  kAbort,    // end them now, finished with reason "abort" (their tokens so far returned)
+  kWait,     // let them finish; the pause holds once none is left
+  kInPlace,  // stop stepping; they keep their KV blocks and go on at resume
+  kRetract,  // stop stepping and preempt them (KV freed); they recompute at resume
+};
+
 struct EngineLoopStats {
   EngineStats engine;       // as of the last step
   size_t queued = 0;        // submitted, not yet handed to the engine
@@ -73,6 +83,18 @@ class EngineLoop {
   // request is aborted (graceful shutdown past its grace period).
   void cancel_all(const Status& reason);
 
+  // ---- Rollout control (docs/rollout.md). Thread-safe.
+  // Pauses generation; `done` is called on the engine thread once the pause
+  // holds, with the number of requests it acted on (aborted, waited for,
+  // kept or retracted). A second pause changes the mode.
+  void pause(PauseMode mode, std::function<void(size_t)> done);
+  // Ends a pause: held requests start, kept ones go on. False if not paused.
+  bool resume();
+  bool paused() const;
+  // Runs `fn` on the engine thread between two steps (also while paused),
+  // in call order. Nothing runs after stop().
+  void post(std::function<void(Engine&)> fn);
+
   EngineLoopStats stats() const;
   size_t num_unfinished() const;
   // Blocks until no request is unfinished or `timeout` passes; true if idle.
@@ -87,6 +109,7 @@ class EngineLoop {
   void run();
   void admit(std::vector<LoopRequest>& batch);
   void fail_all(const Status& error);
+  size_t abort_in_flight();  // kAbort: every live request ends with reason abort
 
   Engine& engine_;
   const size_t max_waiting_;
@@ -98,6 +121,10 @@ class EngineLoop {
   std::vector<LoopRequest> inbox_;
   std::vector<std::string> aborts_;
   std::vector<std::pair<std::string, bool>> pauses_;  // (request id, paused), in call order
+  std::vector<std::function<void(Engine&)>> controls_;
+  bool hold_ = false;     // paused: the inbox is not admitted
+  bool no_step_ = false;  // paused (and, for kWait, nothing left in flight): no step runs
+  std::vector<std::function<void()>> wait_done_;  // kWait pauses waiting for live_ to empty
   Status cancel_reason_;
   bool cancel_ = false;
   bool stop_ = false;

@@ -40,6 +40,10 @@ struct RequestOutput {
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;
   int64_t num_output_tokens = 0;
+  // params.return_routed_experts, with the final output only: the expert ids
+  // of every position the model ran, [num_prompt + num_output - 1, layers,
+  // top_k] (the last token never enters the model).
+  std::vector<int32_t> routed_experts;
 };
 
 const char* finish_reason_name(FinishReason r);

@@ -50,6 +50,14 @@ struct SamplingParams {
   // reasoning holds exactly the budget and the answer follows. -1: off.
   int reasoning_budget = -1;
   int32_t reasoning_end_token = -1;
+  // Routed experts (docs/rollout.md): return the top-k expert ids of every
+  // position the model runs for this sequence (prompt included: its prefix
+  // cache lookup is skipped), [prompt + output - 1, layers, top_k].
+  bool return_routed_experts = false;
+  // Routing replay: the expert ids [rows, layers, top_k] the MoE uses for the
+  // first `rows` prompt positions instead of the router's top-k (rows <= the
+  // prompt's length); null: none.
+  std::shared_ptr<const std::vector<int32_t>> routing_replay;
   // A stop condition on the text, kept in the output (text_stop.h); null: none.
   std::shared_ptr<const TextStopFactory> text_stop;
 

@@ -42,6 +42,12 @@ void Scheduler::preempt(Sequence* seq) {
   insert_waiting(seq);
 }
 
+size_t Scheduler::retract_all() {
+  const std::vector<Sequence*> running = running_;
+  for (Sequence* s : running) preempt(s);
+  return running.size();
+}
+
 Sequence* Scheduler::latest_paused() const {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it)
     if ((*it)->paused) return *it;
@@ -110,7 +116,10 @@ SchedulerOutput Scheduler::schedule() {
     }
     int64_t rows_left = logit_rows_left;
     if (chunk_tokens(*seq, budget, &rows_left) == 0) break;  // no logit rows left: it waits (FCFS)
-    if (seq->params.prompt_logprobs < 0) blocks_.attach_cached_prefix(*seq);
+    // Prompt logprobs and routed experts need every prompt position computed;
+    // a replayed routing must not reuse KV computed with the router's own.
+    if (seq->params.prompt_logprobs < 0 && !seq->params.return_routed_experts && !seq->params.routing_replay)
+      blocks_.attach_cached_prefix(*seq);
     const int64_t n = chunk_tokens(*seq, budget, &logit_rows_left);
     bool fits = blocks_.ensure_capacity(*seq, seq->num_computed + n);
     // Blocks held by paused sequences (clients not reading) are taken back

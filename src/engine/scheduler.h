@@ -56,6 +56,9 @@ class Scheduler {
   // Removes a sequence wherever it is and frees its blocks at once.
   void remove(Sequence* seq);
   SchedulerOutput schedule();
+  // Preempts every running sequence (their blocks freed; they recompute when
+  // scheduled again): SGLang's pause_generation mode "retract". Returns how many.
+  size_t retract_all();
 
   // Some sequence that is not paused is running or waiting.
   bool has_work() const;

@@ -45,6 +45,14 @@ struct Sequence {
   std::deque<int32_t> forced;        // next tokens to emit instead of sampling (params.forced_*)
   bool forced_after_armed = false;   // params.forced_after is still to be inserted
   bool reasoning_open = false;       // params.reasoning_budget applies: no reasoning end token yet
+  // Its full blocks enter the prefix cache. Off for routing replay (its KV
+  // comes from forced experts) and for sequences that were running when the
+  // cache was flushed (their KV may come from replaced weights).
+  bool cacheable = true;
+  // params.return_routed_experts: the top-k expert ids of every computed
+  // position, [positions, layers, top_k], written as positions are computed
+  // (a recomputation after preemption writes the same place again).
+  std::vector<int32_t> routed_experts;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt_tokens; }

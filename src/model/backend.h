@@ -112,6 +112,17 @@ class Backend {
   // renormalised from the unbiased scores, times `scaling`.
   virtual void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
                      Routing out) = 0;
+  // Routing replay (docs/rollout.md): route() except that the rows of
+  // `forced` (host, [T, top_k]) whose first id is >= 0 use those experts
+  // (valid and distinct: checked by the caller), each weighted by its
+  // unbiased sigmoid score renormalised over the forced set, times
+  // `scaling` (slime's and verl's replay); rows starting with -1 are routed
+  // as route() routes them. Called only when supports_routing_replay().
+  virtual bool supports_routing_replay() const { return false; }
+  virtual void route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
+                            std::span<const int32_t> forced, Routing out) {
+    route(x, gate, bias, top_k, scaling, out);
+  }
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
   virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
   // One token from each row of `logits` [rows.size(), vocab] (overwritten:

@@ -11,7 +11,7 @@ enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, 
 }  // namespace
 
 MiniMaxM2::MiniMaxM2(const ModelWeights& weights, Backend& backend)
-    : weights_(weights), backend_(backend), scratch_(kNumSlots) {}
+    : weights_(&weights), backend_(backend), scratch_(kNumSlots) {}
 
 KvCacheShape MiniMaxM2::kv_shape(int block_size, int64_t num_blocks, DType dtype) const {
   KvCacheShape s;
@@ -100,6 +100,26 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   for (int64_t r : in.logit_rows) {
     if (r < 0 || r >= T) return errorf("forward: logit row {} outside [0, {})", r, T);
   }
+  const int top_k = c.num_experts_per_tok;
+  const bool forced = !in.forced_experts.empty();
+  if (forced) {
+    if (static_cast<int64_t>(in.forced_experts.size()) != c.num_hidden_layers * T * top_k)
+      return errorf("forward: {} forced expert ids for {} layers x {} rows x top {}", in.forced_experts.size(),
+                    c.num_hidden_layers, T, top_k);
+    if (!backend_.supports_routing_replay())
+      return errorf("routing replay is not implemented by the {} backend", backend_.name());
+    for (int64_t i = 0; i < T * c.num_hidden_layers; ++i) {
+      const int32_t* ids = in.forced_experts.data() + i * top_k;
+      if (ids[0] < 0) continue;
+      for (int j = 0; j < top_k; ++j) {
+        if (ids[j] < 0 || ids[j] >= c.num_local_experts)
+          return errorf("forward: forced expert id {} outside [0, {})", ids[j], c.num_local_experts);
+        for (int m = 0; m < j; ++m)
+          if (ids[m] == ids[j]) return errorf("forward: forced expert {} given twice for one token", ids[j]);
+      }
+    }
+  }
+  if (in.capture_routing) routing_host_.resize(static_cast<size_t>(c.num_hidden_layers * T * top_k));
 
   const int64_t H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -125,15 +145,15 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
                              c.num_key_value_heads, max_context};
   arrays.head_dim = cache.shape().head_dim, arrays.kv_dtype = cache.shape().dtype;
   uint64_t graph_key = 0;  // none
-  if (decode) {
+  if (decode && !forced && !in.capture_routing) {
     arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));
     graph_key = static_cast<uint64_t>(T) << 40 | static_cast<uint64_t>(arrays.context_bound);
   }
   const Backend::GraphMode mode = b.begin_step(graph_key, arrays);
   if (mode != Backend::GraphMode::kReplayed) {
-    b.embed(weights_.embed, in.tokens, x);
+    b.embed(weights_->embed, in.tokens, x);
     for (int l = 0; l < c.num_hidden_layers; ++l) {
-      const LayerWeights& L = weights_.layers[l];
+      const LayerWeights& L = weights_->layers[l];
       // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)); the
       // previous block's residual add is fused into this block's norm.
       if (l == 0) {
@@ -147,8 +167,16 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       b.matmul(attn, L.o_proj, out);
       // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
       b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
-      b.route(h, L.router, L.router_bias, c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor),
-              routing);
+      const float scaling = static_cast<float>(c.routed_scaling_factor);
+      if (forced) {
+        const std::span<const int32_t> layer_ids(in.forced_experts.data() + l * T * top_k,
+                                                 static_cast<size_t>(T * top_k));
+        b.route_forced(h, L.router, L.router_bias, top_k, scaling, layer_ids, routing);
+      } else {
+        b.route(h, L.router, L.router_bias, top_k, scaling, routing);
+      }
+      if (in.capture_routing)
+        b.copy_to_host(routing.expert_ids, routing_host_.data() + l * T * top_k, T * top_k * sizeof(int32_t));
       b.moe(h, L, routing, out);
     }
     b.add(x, out);
@@ -159,9 +187,9 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   if (R == 0) return Act{nullptr, 0, c.vocab_size};
   Act sel = scratch(kSel, R, H);
   b.gather_rows(x, in.logit_rows, sel);
-  b.rms_norm(sel, weights_.final_norm, eps, sel);
+  b.rms_norm(sel, weights_->final_norm, eps, sel);
   Act lg = scratch(kLogits, R, c.vocab_size);
-  b.matmul(sel, weights_.lm_head, lg);
+  b.matmul(sel, weights_->lm_head, lg);
   return lg;
 }
 

@@ -20,13 +20,26 @@ struct StepInput {
   std::vector<int64_t> slots;       // [T] KV-cache slot of each token
   std::vector<SeqSlice> seqs;       // which rows belong to which sequence
   std::vector<int64_t> logit_rows;  // rows whose next-token logits are wanted
+  // Routing capture and replay (docs/rollout.md). capture_routing: every
+  // layer's top-k expert ids of every row come back to the host
+  // (MiniMaxM2::last_routing). forced_experts: empty, or [layers, T, top_k]
+  // expert ids the MoE uses instead of the router's choice; a row whose first
+  // id is -1 is routed freely. Either one makes the step run eagerly (no
+  // graph replay).
+  bool capture_routing = false;
+  std::vector<int32_t> forced_experts;
 };
 
 class MiniMaxM2 {
  public:
   MiniMaxM2(const ModelWeights& weights, Backend& backend);
 
-  const ModelConfig& config() const { return weights_.config; }
+  const ModelConfig& config() const { return weights_->config; }
+  const ModelWeights& weights() const { return *weights_; }
+  // Serves another weight set of the same config from the next step on
+  // (weight updates: the caller owns both sets and calls it between steps,
+  // after the backend's prepare_weights of the new one).
+  void set_weights(const ModelWeights& weights) { weights_ = &weights; }
   Backend& backend() { return backend_; }
 
   // The cache shape for this model.
@@ -45,6 +58,9 @@ class MiniMaxM2 {
   // out[i]. Only the sampled tokens and their logprobs reach the host.
   Status forward_sample(const StepInput& in, KvCache& cache, std::span<const SampleRow> rows,
                         std::span<SampledToken> out);
+  // The expert ids of the last step that asked for them (capture_routing):
+  // [layers, T, top_k].
+  std::span<const int32_t> last_routing() const { return routing_host_; }
 
  private:
   // The step's logits [logit_rows, vocab_size] in backend memory (no rows:
@@ -52,8 +68,9 @@ class MiniMaxM2 {
   Result<Act> run(const StepInput& in, KvCache& cache);
   Act scratch(int index, int64_t rows, int64_t cols);
 
-  const ModelWeights& weights_;
+  const ModelWeights* weights_;
   Backend& backend_;
+  std::vector<int32_t> routing_host_;  // [layers, T, top_k] of the last capture
   std::vector<std::pair<std::shared_ptr<void>, size_t>> scratch_;  // grown on demand
 };
 

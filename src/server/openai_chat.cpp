@@ -1,6 +1,7 @@
 // POST /v1/chat/completions: the chat template, the engine, and the M2
 // parsers (reasoning split or append-think, tool calls typed by the
 // request's schemas), whole or streamed as chat.completion.chunk events.
+#include "server/routed_experts.h"
 #include "server/chat_prompt.h"
 #include "server/openai_generation.h"
 #include "server/routes.h"
@@ -53,6 +54,7 @@ class ChatGeneration final : public OpenAiGeneration {
     bool reasoning_done = false;
     const char* finish = nullptr;
     OrderedJson stop_reason;
+    OrderedJson routed_experts;  // return_routed_experts: the encoding of routed_experts.h
   };
 
   OrderedJson stream_chunk(OrderedJson choices) const override {
@@ -97,6 +99,7 @@ class ChatGeneration final : public OpenAiGeneration {
     }
     if (o.finished) {
       c.stop_reason = stop_reason_json(o);
+      if (return_routed_) c.routed_experts = routed_experts_json(o.routed_experts, ctx_);
     }
     if (!stream_) {
       c.raw += o.new_text;
@@ -121,6 +124,7 @@ class ChatGeneration final : public OpenAiGeneration {
     choice["logprobs"] = want_logprobs_ ? OrderedJson{{"content", std::move(lp)}} : OrderedJson(nullptr);
     choice["finish_reason"] = c.finish ? OrderedJson(c.finish) : OrderedJson(nullptr);
     if (o.finished) choice["stop_reason"] = c.stop_reason;
+    if (o.finished && return_routed_) choice["routed_experts"] = c.routed_experts;
     writer_->write(sse_data(stream_chunk(OrderedJson::array({std::move(choice)}))));
   }
 
@@ -142,6 +146,7 @@ class ChatGeneration final : public OpenAiGeneration {
       choice["logprobs"] = want_logprobs_ ? OrderedJson{{"content", c.logprobs}} : OrderedJson(nullptr);
       choice["finish_reason"] = fin ? OrderedJson(fin) : OrderedJson(nullptr);
       choice["stop_reason"] = c.stop_reason;
+      if (return_routed_) choice["routed_experts"] = c.routed_experts;
       choices.push_back(std::move(choice));
     }
     OrderedJson j = envelope("chat.completion", std::move(choices));
@@ -151,6 +156,8 @@ class ChatGeneration final : public OpenAiGeneration {
 
   ChatPrompt prompt_;
   std::vector<Choice> choices_;
+ public:
+  bool return_routed_ = false;
 };
 
 }  // namespace
@@ -160,11 +167,16 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& request, con
   auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
   auto r = parse_openai_request(body, ctx.defaults, LogprobsStyle::kChat);
   if (!r.ok()) return fail(r.status());
+  auto routing = parse_routing_fields(body, ctx);
+  if (!routing.ok()) return fail(routing.status());
   auto turn = build_chat_turn(body, r->sampling, ctx, false);
   if (!turn.ok()) return fail(turn.status());
+  Status routed = apply_routing_fields(*routing, static_cast<int64_t>(turn->job.prompt.size()), &turn->job.params);
+  if (!routed.ok()) return fail(routed);
   std::vector<EngineJob> jobs;
   jobs.push_back(std::move(turn->job));
   auto gen = std::make_shared<ChatGeneration>(ctx, std::move(writer), request, *r, std::move(turn->prompt));
+  gen->return_routed_ = routing->return_routed_experts;
   gen->start(std::move(jobs));
 }
 

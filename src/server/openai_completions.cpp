@@ -3,6 +3,7 @@
 // `echo`, completion-style `logprobs`, vLLM's return_tokens_as_token_ids.
 #include <optional>
 
+#include "server/routed_experts.h"
 #include "server/json_fields.h"
 #include "server/openai_generation.h"
 #include "server/routes.h"
@@ -91,6 +92,7 @@ class CompletionGeneration final : public OpenAiGeneration {
     bool started = false;
     const char* finish = nullptr;
     OrderedJson stop_reason;
+    OrderedJson routed_experts;  // return_routed_experts: the encoding of routed_experts.h
   };
 
   OrderedJson choice_json(size_t index, std::string text, Choice& c, bool final) {
@@ -100,6 +102,7 @@ class CompletionGeneration final : public OpenAiGeneration {
     j["logprobs"] = want_logprobs_ ? c.logprobs.json() : OrderedJson(nullptr);
     j["finish_reason"] = final && c.finish ? OrderedJson(c.finish) : OrderedJson(nullptr);
     j["stop_reason"] = final ? c.stop_reason : OrderedJson(nullptr);
+    if (final && return_routed_) j["routed_experts"] = c.routed_experts;
     return j;
   }
 
@@ -144,6 +147,7 @@ class CompletionGeneration final : public OpenAiGeneration {
     if (o.finished) {
       c.finish = completion_finish(o.finish_reason);
       c.stop_reason = stop_reason_json(o);
+      if (return_routed_) c.routed_experts = routed_experts_json(o.routed_experts, ctx_);
     }
     if (!stream_) {
       c.text += piece;
@@ -169,6 +173,8 @@ class CompletionGeneration final : public OpenAiGeneration {
   int n_;
   bool echo_;
   std::vector<Choice> choices_;
+ public:
+  bool return_routed_ = false;
 };
 
 }  // namespace
@@ -184,6 +190,9 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
     return fail(errorf("'suffix' is not supported"));
   auto prompts = read_prompts(body, *ctx.tokenizer, ctx.vocab_size);
   if (!prompts.ok()) return fail(prompts.status());
+  auto routing = parse_routing_fields(body, ctx);
+  if (!routing.ok()) return fail(routing.status());
+  if (routing->replay && prompts->size() > 1) return fail(errorf("routing_replay takes one prompt, got {}", prompts->size()));
   const SamplingRequest& sampling = r->sampling;
   if (prompts->size() * static_cast<size_t>(sampling.params.n) > 1024)
     return fail(errorf("too many completions in one request (prompts x n > 1024)"));
@@ -198,12 +207,15 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
     if (ctx.replay) {
       if (auto replay = ctx.replay->select(p.text)) s.params.forced_tokens = std::move(*replay);
     }
+    Status routed = apply_routing_fields(*routing, static_cast<int64_t>(p.tokens.size()), &s.params);
+    if (!routed.ok()) return fail(routed);
     Status valid = s.params.validate(ctx.vocab_size);
     if (!valid.ok()) return fail(valid);
     jobs.push_back({p.tokens, std::move(s.params)});
   }
   auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, *r, std::move(*prompts),
                                                     echo->value_or(false));
+  gen->return_routed_ = routing->return_routed_experts;
   gen->start(std::move(jobs));
 }
 

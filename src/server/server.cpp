@@ -6,6 +6,7 @@
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "server/request_headers.h"
+#include "server/rollout_routes.h"
 #include "server/routes.h"
 #include "text/chat_request.h"
 #include "util/log.h"
@@ -192,6 +193,13 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
                                          {"repository_override", ""}}));
   }
   if (!ctx_.ready.load()) return error(503, "the model is loading");
+  if (is_rollout_route(path)) {
+    // Off the I/O thread: an update reads and copies tensors.
+    auto shared = std::make_shared<HttpRequest>(std::move(request));
+    if (!work_->try_submit([this, shared, writer] { guarded(*shared, writer, [&] { handle_rollout_route(ctx_, shared, writer); }); }))
+      return ServerError(ctx_, *shared, *writer)(503, "the server is busy reading other requests; retry later");
+    return;
+  }
 
   if (method == "GET" && path == "/v1/models") {
     OrderedJson data = OrderedJson::array();

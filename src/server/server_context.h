@@ -21,6 +21,8 @@
 
 namespace m2::server {
 
+class RolloutControl;
+
 struct ServerOptions {
   // Names and patterns (model_names.h) accepted; the first literal one is
   // reported. Filled with at least one literal name (cmd_serve checks).
@@ -33,6 +35,8 @@ struct ServerOptions {
   std::string model_root;                        // the -m directory's last component, reported as the model's root
   int request_threads = 2;                       // threads parsing, templating and tokenizing request bodies
   size_t request_queue = 64;                     // bodies that may wait for one before new ones get 503
+  bool enable_weight_updates = false;            // the rollout control routes (docs/rollout.md)
+  std::string admin_api_key;                     // their key; empty: api_key
 };
 
 struct ServerContext {
@@ -44,6 +48,8 @@ struct ServerContext {
   SamplingParams defaults;
   int64_t max_model_len = 0;
   int vocab_size = 0;
+  int num_layers = 0, top_k = 0, num_experts = 0;  // routed experts' shape (routed_experts.h)
+  RolloutControl* rollout = nullptr;  // weights, version, admin routes (rollout_routes.h); set with the model
   Metrics metrics;
   ResponseStore responses;            // /v1/responses stored for previous_response_id, GET and DELETE
   ThinkingSigner thinking_signer;     // signs and checks Anthropic thinking blocks

@@ -138,3 +138,42 @@ TEST(BlockManager, EvictionOrderIsLeastRecentlyReleasedFirst) {
 
 }  // namespace
 }  // namespace m2
+
+namespace m2 {
+namespace {
+
+// flush_prefix_cache (SGLang's flush_cache, and every weight update): no
+// later lookup hits a block cached before; unreferenced cached blocks become
+// free, blocks in use stay with their sequences; an uncacheable sequence
+// (routing replay, or running across a flush) never enters the cache.
+TEST(BlockManager, FlushForgetsEveryCachedBlock) {
+  BlockManager bm(8, 4, true);
+  Sequence a = make_seq(iota_tokens(9));
+  compute_all(bm, a);
+  bm.release(a);                       // 2 cached, unreferenced
+  Sequence b = make_seq(iota_tokens(8, 100));
+  compute_all(bm, b);                  // 2 cached, in use
+  EXPECT_EQ(bm.num_free_blocks(), 6);  // free + cached-unused
+  EXPECT_EQ(bm.flush_prefix_cache(), 4);
+  EXPECT_EQ(bm.num_free_blocks(), 6);  // b keeps its blocks
+  Sequence again = make_seq(iota_tokens(9));
+  bm.attach_cached_prefix(again);
+  EXPECT_EQ(again.num_computed, 0);
+  Sequence b2 = make_seq(iota_tokens(8, 100));
+  bm.attach_cached_prefix(b2);
+  EXPECT_EQ(b2.num_computed, 0);  // b's blocks were forgotten too
+  bm.release(b);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  EXPECT_EQ(bm.flush_prefix_cache(), 0);
+
+  Sequence u = make_seq(iota_tokens(9, 50));
+  u.cacheable = false;
+  compute_all(bm, u);
+  bm.release(u);
+  Sequence v = make_seq(iota_tokens(9, 50));
+  bm.attach_cached_prefix(v);
+  EXPECT_EQ(v.num_computed, 0);
+}
+
+}  // namespace
+}  // namespace m2

@@ -321,5 +321,159 @@ TEST_F(EngineAdditionsTest, LoopReportsEngineRefusals) {
   loop.stop(errorf("done"));
 }
 
+// ---- Rollout control: pause modes, resume, tasks on the engine thread (docs/rollout.md) ------------------
+
+struct PauseDone {
+  std::promise<size_t> promise;
+  std::future<size_t> future = promise.get_future();
+  std::function<void(size_t)> fn() {
+    return [this](size_t n) { promise.set_value(n); };
+  }
+};
+
+LoopRequest long_request(Collected& c, const std::string& id, int max_tokens) {
+  LoopRequest r;
+  r.id = id;
+  r.prompt = {1, 2, 3};
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.params.temperature = 0;
+  r.sink = sink_into(c, id);
+  return r;
+}
+
+size_t generated(Collected& c, const std::string& id) {
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.ids[id].size();
+}
+
+TEST_F(EngineAdditionsTest, LoopPauseInPlaceHoldsNewRequestsAndResumes) {
+  auto e = engine();
+  EngineLoop loop(*e, 0);  // no step delay: a paused loop that spun would burn a core
+  loop.start();
+  Collected c;
+  ASSERT_EQ(loop.submit(long_request(c, "a", 400)), Admission::kAccepted);
+  for (int i = 0; i < 5000 && generated(c, "a") < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PauseDone p;
+  loop.pause(PauseMode::kInPlace, p.fn());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(p.future.get(), 1u);
+  EXPECT_TRUE(loop.paused());
+  ASSERT_EQ(loop.submit(long_request(c, "b", 5)), Admission::kAccepted);
+  const size_t at_pause = generated(c, "a");
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(generated(c, "a"), at_pause);
+  EXPECT_EQ(generated(c, "b"), 0u);
+  EXPECT_GT(loop.stats().engine.kv_blocks_used, 0);  // "a" keeps its KV
+  auto cpu_ms = [](const rusage& u) {
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  EXPECT_LT(cpu_ms(after) - cpu_ms(before), 100.0);
+  // Tasks still run while paused.
+  std::promise<int64_t> flushed;
+  loop.post([&](Engine& engine) { flushed.set_value(engine.flush_prefix_cache()); });
+  EXPECT_EQ(flushed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(loop.resume());
+  EXPECT_FALSE(loop.resume());
+  ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(generated(c, "a"), 400u);
+  EXPECT_EQ(generated(c, "b"), 5u);
+  EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);
+  loop.stop(errorf("done"));
+}
+
+TEST_F(EngineAdditionsTest, LoopPauseAbortEndsRequestsAsAborted) {
+  auto e = engine();
+  EngineLoop loop(*e, 0, std::chrono::milliseconds(2));
+  loop.start();
+  std::mutex mu;
+  std::vector<RequestOutput> last;
+  LoopRequest r;
+  r.id = "a";
+  r.prompt = {1, 2, 3};
+  r.params.max_tokens = 1000;
+  r.params.ignore_eos = true;
+  r.params.n = 2;
+  std::atomic<int> tokens{0};
+  r.sink = [&](const Status& error, std::vector<RequestOutput>&& outs) {
+    EXPECT_TRUE(error.ok()) << error.message();
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& o : outs) {
+      tokens += static_cast<int>(o.new_token_ids.size());
+      if (o.finished) last.push_back(o);
+    }
+  };
+  ASSERT_EQ(loop.submit(std::move(r)), Admission::kAccepted);
+  for (int i = 0; i < 5000 && tokens < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PauseDone p;
+  loop.pause(PauseMode::kAbort, p.fn());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(p.future.get(), 1u);
+  ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(10)));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(last.size(), 2u);  // both completions end, once each
+    for (const RequestOutput& o : last) {
+      EXPECT_EQ(o.finish_reason, FinishReason::kAbort);
+      EXPECT_GT(o.num_output_tokens, 0);
+    }
+  }
+  EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);
+  loop.resume();
+  loop.stop(errorf("done"));
+}
+
+TEST_F(EngineAdditionsTest, LoopPauseRetractFreesKvAndRecomputesTheSameTokens) {
+  auto e = engine();
+  Collected plain;
+  {
+    EngineLoop loop(*e, 0);
+    loop.start();
+    ASSERT_EQ(loop.submit(long_request(plain, "a", 60)), Admission::kAccepted);
+    ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
+    loop.stop(errorf("done"));
+  }
+  auto e2 = engine();
+  EngineLoop loop(*e2, 0, std::chrono::milliseconds(2));
+  loop.start();
+  Collected c;
+  ASSERT_EQ(loop.submit(long_request(c, "a", 60)), Admission::kAccepted);
+  for (int i = 0; i < 5000 && generated(c, "a") < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PauseDone p;
+  loop.pause(PauseMode::kRetract, p.fn());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);  // preempted: its blocks are free
+  loop.resume();
+  ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(c.ids["a"], plain.ids["a"]);
+  loop.stop(errorf("done"));
+}
+
+TEST_F(EngineAdditionsTest, LoopPauseWaitAnswersWhenInFlightRequestsFinish) {
+  auto e = engine();
+  EngineLoop loop(*e, 0, std::chrono::milliseconds(2));
+  loop.start();
+  Collected c;
+  ASSERT_EQ(loop.submit(long_request(c, "a", 30)), Admission::kAccepted);
+  for (int i = 0; i < 5000 && generated(c, "a") < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PauseDone p;
+  loop.pause(PauseMode::kWait, p.fn());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(p.future.get(), 1u);
+  EXPECT_EQ(generated(c, "a"), 30u);  // it ran to its end
+  EXPECT_EQ(c.finished["a"], 1);
+  ASSERT_EQ(loop.submit(long_request(c, "b", 3)), Admission::kAccepted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(generated(c, "b"), 0u);  // held
+  loop.resume();
+  ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(30)));
+  EXPECT_EQ(generated(c, "b"), 3u);
+  loop.stop(errorf("done"));
+}
+
 }  // namespace
 }  // namespace m2

@@ -36,6 +36,9 @@ class CpuBackend final : public Backend {
   void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
                  Act out) override;
   void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
+  bool supports_routing_replay() const override { return true; }
+  void route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
+                    std::span<const int32_t> forced, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
   Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;
   MemoryInfo memory_info() override;

@@ -39,6 +39,28 @@ void CpuBackend::route(Act x, const Weight& gate, const Weight& bias, int top_k,
   }
 }
 
+void CpuBackend::route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
+                              std::span<const int32_t> forced, Routing out) {
+  route(x, gate, bias, top_k, scaling, out);  // leaves router_logits_ [T, E]
+  const int64_t E = gate.shape[0];
+  for (int64_t t = 0; t < x.rows; ++t) {
+    const int32_t* ids = forced.data() + t * top_k;
+    if (ids[0] < 0) continue;
+    const float* lg = router_logits_.data() + t * E;
+    // The same sigmoid and sum order as route(), over the given experts.
+    double sum = 0;
+    std::vector<float> score(top_k);
+    for (int j = 0; j < top_k; ++j) {
+      score[j] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(lg[ids[j]]))));
+      sum += score[j];
+    }
+    for (int j = 0; j < top_k; ++j) {
+      out.expert_ids[t * top_k + j] = ids[j];
+      out.weights[t * top_k + j] = static_cast<float>(score[j] / sum * scaling);
+    }
+  }
+}
+
 void CpuBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
   const int64_t T = x.rows, H = x.cols;
   const int64_t E = static_cast<int64_t>(layer.experts.size());

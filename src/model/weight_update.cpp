@@ -1,0 +1,208 @@
+#include "model/weight_update.h"
+
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "util/log.h"
+
+namespace m2 {
+
+// weights.cpp: binds a ModelWeights' views from a name -> view map.
+Status bind_dummy_weights(ModelWeights& w, const std::map<std::string, TensorView>& views);
+
+namespace {
+
+constexpr std::string_view kWeight = ".weight";
+constexpr std::string_view kScale = ".weight_scale_inv";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void add_linear(std::map<std::string, TensorView>& m, const std::string& prefix, const Linear& l) {
+  m[prefix + ".weight"] = l.weight;
+  if (!l.scale_inv.empty()) m[prefix + ".weight_scale_inv"] = l.scale_inv;
+}
+
+std::shared_ptr<uint8_t[]> copy_bytes(const void* src, size_t n) {
+  std::shared_ptr<uint8_t[]> out(new uint8_t[n > 0 ? n : 1]);
+  if (n > 0) std::memcpy(out.get(), src, n);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<WeightSet> wrap_loaded_weights(std::unique_ptr<ModelWeights> loaded) {
+  auto set = std::make_shared<WeightSet>();
+  set->origin = std::shared_ptr<ModelWeights>(std::move(loaded));
+  return set;
+}
+
+std::map<std::string, TensorView> weight_views(const ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  std::map<std::string, TensorView> m;
+  m["model.embed_tokens.weight"] = w.embed;
+  m["model.norm.weight"] = w.final_norm;
+  if (!c.tie_word_embeddings) add_linear(m, "lm_head", w.lm_head);
+  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
+    const LayerWeights& L = w.layers[l];
+    const std::string p = fmt::format("model.layers.{}.", l);
+    m[p + "input_layernorm.weight"] = L.input_norm;
+    m[p + "post_attention_layernorm.weight"] = L.post_attention_norm;
+    add_linear(m, p + "self_attn.q_proj", L.q_proj);
+    add_linear(m, p + "self_attn.k_proj", L.k_proj);
+    add_linear(m, p + "self_attn.v_proj", L.v_proj);
+    add_linear(m, p + "self_attn.o_proj", L.o_proj);
+    if (!L.q_norm.empty()) m[p + "self_attn.q_norm.weight"] = L.q_norm;
+    if (!L.k_norm.empty()) m[p + "self_attn.k_norm.weight"] = L.k_norm;
+    m[p + "block_sparse_moe.gate.weight"] = L.router;
+    if (!L.router_bias.empty()) m[p + "block_sparse_moe.e_score_correction_bias"] = L.router_bias;
+    for (int e = 0; e < static_cast<int>(L.experts.size()); ++e) {
+      const std::string ep = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+      add_linear(m, ep + "w1", L.experts[e].w1);
+      add_linear(m, ep + "w2", L.experts[e].w2);
+      add_linear(m, ep + "w3", L.experts[e].w3);
+    }
+  }
+  return m;
+}
+
+Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTensor> updates) {
+  const std::map<std::string, TensorView> views = weight_views(served);
+  std::set<std::string> seen;
+  for (const UpdateTensor& u : updates) {
+    const std::string where = fmt::format("{}: tensor '{}'", u.source, u.name);
+    auto it = views.find(u.name);
+    if (it == views.end()) {
+      std::string hint;
+      if (u.name == "lm_head.weight" && served.config.tie_word_embeddings) hint = " (the served model ties lm_head to the embedding)";
+      return errorf("{} is not a tensor of the served model{}", where, hint);
+    }
+    if (!seen.insert(u.name).second) return errorf("{} is given twice in this update", where);
+    const TensorView& v = it->second;
+    if (u.dtype != v.dtype)
+      return errorf("{}: dtype {} but the served tensor is {} (an update keeps each tensor's dtype)", where,
+                    dtype_name(u.dtype), dtype_name(v.dtype));
+    if (u.shape != v.shape) return errorf("{}: shape {} but the served tensor is {}", where, u.shape.str(), v.shape.str());
+    if (!u.data && v.nbytes() > 0) return errorf("{}: no data", where);
+  }
+  return Status();
+}
+
+Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& current, std::vector<UpdateTensor> updates) {
+  const ModelWeights& cur = current.weights();
+  if (updates.empty()) return errorf("the update holds no tensor");
+  M2_RETURN_IF_ERROR(check_update_tensors(cur, updates));
+  std::map<std::string, TensorView> views = weight_views(cur);
+  std::map<std::string, const UpdateTensor*> by_name;
+  for (const UpdateTensor& u : updates) by_name[u.name] = &u;
+  // An FP8 weight's values mean nothing without their block scales, and the
+  // other way round: the two are replaced together.
+  for (const auto& [name, u] : by_name) {
+    if (ends_with(name, kScale)) {
+      const std::string weight = name.substr(0, name.size() - kScale.size()) + std::string(kWeight);
+      if (!by_name.count(weight))
+        return errorf("{}: tensor '{}' without its F8_E4M3 weight '{}' (the two are replaced together)", u->source,
+                      name, weight);
+    } else if (u->dtype == DType::kF8E4M3) {
+      const std::string scale = name.substr(0, name.size() - kWeight.size()) + std::string(kScale);
+      if (!by_name.count(scale))
+        return errorf("{}: F8_E4M3 tensor '{}' without its '{}' (the two are replaced together)", u->source, name,
+                      scale);
+    }
+  }
+  auto next = std::make_shared<WeightSet>();
+  next->origin = current.origin;
+  next->replaced = current.replaced;
+  for (UpdateTensor& u : updates) {
+    TensorView& v = views[u.name];
+    v.data = u.data.get();
+    next->replaced[u.name] = std::move(u.data);
+  }
+  next->rebound = std::make_unique<ModelWeights>();
+  next->rebound->config = cur.config;
+  M2_RETURN_IF_ERROR(bind_dummy_weights(*next->rebound, views));
+  return next;
+}
+
+Result<std::vector<UpdateTensor>> read_update_dir(const std::string& dir, const ModelConfig& served) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return errorf("{}: not a directory", dir);
+  const fs::path config_path = fs::path(dir) / "config.json";
+  if (fs::exists(config_path, ec)) {
+    M2_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(config_path.string()));
+    auto differs = [&](const char* field, int64_t a, int64_t b) -> Status {
+      if (a == b) return Status();
+      return errorf("{}: {} is {} but the served model's is {}", config_path.string(), field, a, b);
+    };
+    M2_RETURN_IF_ERROR(differs("hidden_size", c.hidden_size, served.hidden_size));
+    M2_RETURN_IF_ERROR(differs("vocab_size", c.vocab_size, served.vocab_size));
+    M2_RETURN_IF_ERROR(differs("intermediate_size", c.intermediate_size, served.intermediate_size));
+    M2_RETURN_IF_ERROR(differs("num_local_experts", c.num_local_experts, served.num_local_experts));
+    M2_RETURN_IF_ERROR(differs("num_experts_per_tok", c.num_experts_per_tok, served.num_experts_per_tok));
+    M2_RETURN_IF_ERROR(differs("num_attention_heads", c.num_attention_heads, served.num_attention_heads));
+    M2_RETURN_IF_ERROR(differs("num_key_value_heads", c.num_key_value_heads, served.num_key_value_heads));
+    M2_RETURN_IF_ERROR(differs("head_dim", c.head_dim, served.head_dim));
+    if (c.num_hidden_layers < served.num_hidden_layers)
+      return errorf("{}: num_hidden_layers is {} but the server runs {}", config_path.string(), c.num_hidden_layers,
+                    served.num_hidden_layers);
+    if (c.fp8.has_value() != served.fp8.has_value())
+      return errorf("{}: quantization_config {} but the served model's {}", config_path.string(),
+                    c.fp8 ? "is FP8" : "is absent", served.fp8 ? "is FP8" : "is absent");
+  }
+  M2_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(dir));
+  static const std::regex layer_re(R"(^model\.layers\.(\d+)\.)");
+  std::vector<UpdateTensor> out;
+  int skipped = 0;
+  for (const std::string& name : ck->names()) {
+    std::smatch m;
+    if ((std::regex_search(name, m, layer_re) && std::stoll(m[1].str()) >= served.num_hidden_layers) ||
+        name.find("rotary_emb.inv_freq") != std::string::npos) {
+      ++skipped;  // MTP modules and layers the server does not run, as at load
+      continue;
+    }
+    const SafetensorsEntry* e = ck->entry(name);
+    M2_ASSIGN_OR_RETURN(TensorView v, ck->get(name));
+    UpdateTensor u;
+    u.name = name;
+    u.dtype = e->dtype;
+    u.shape = e->shape;
+    u.data = copy_bytes(v.data, v.nbytes());
+    u.source = ck->file_of(name);
+    out.push_back(std::move(u));
+  }
+  if (skipped) log_info("{}: skipped {} tensors of layers the server does not run", dir, skipped);
+  return out;
+}
+
+Result<std::vector<UpdateTensor>> parse_safetensors_bytes(std::string_view bytes, const std::string& what,
+                                                          std::map<std::string, std::string>* metadata) {
+  const uint64_t size = bytes.size();
+  if (size < 8) return errorf("{}: {} bytes, too short for the 8-byte header length", what, size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[i]);
+  if (n > SafetensorsFile::kMaxHeaderBytes)
+    return errorf("{}: header length {} exceeds the {}-byte limit", what, n, SafetensorsFile::kMaxHeaderBytes);
+  if (n > size - 8)
+    return errorf("{}: header length {} exceeds the {} bytes after the length field (truncated?)", what, n, size - 8);
+  std::map<std::string, SafetensorsEntry> entries;
+  std::map<std::string, std::string> meta;
+  M2_RETURN_IF_ERROR(parse_safetensors_header(bytes.substr(8, n), size - 8 - n, 8 + n, what, &entries, &meta));
+  std::vector<UpdateTensor> out;
+  for (const auto& [name, e] : entries) {
+    UpdateTensor u;
+    u.name = name;
+    u.dtype = e.dtype;
+    u.shape = e.shape;
+    u.data = copy_bytes(bytes.data() + e.offset, e.nbytes);
+    u.source = what;
+    out.push_back(std::move(u));
+  }
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace m2
