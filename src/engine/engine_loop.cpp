@@ -83,9 +83,17 @@ void EngineLoop::pause(PauseMode mode, std::function<void(size_t)> done) {
     if (mode != PauseMode::kWait) no_step_ = true;
   }
   post([this, mode, done = std::move(done)](Engine& engine) {
+    // What the pause did is in stats() before its caller hears of it.
+    auto refreshed = [&](size_t n) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_stats_ = engine.stats();
+      }
+      done(n);
+    };
     switch (mode) {
-      case PauseMode::kAbort: return done(abort_in_flight());
-      case PauseMode::kRetract: engine.retract_all(); return done(live_.size());
+      case PauseMode::kAbort: return refreshed(abort_in_flight());
+      case PauseMode::kRetract: engine.retract_all(); return refreshed(live_.size());
       case PauseMode::kInPlace: return done(live_.size());
       case PauseMode::kWait: {
         std::unique_lock<std::mutex> lock(mu_);
