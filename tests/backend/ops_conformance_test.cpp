@@ -320,6 +320,55 @@ TEST_P(Ops, RouteSelectsTopKOfBiasedScoresAndWeighsUnbiased) {
   }
 }
 
+// Routing replay: forced rows take the given experts, weighted by their
+// unbiased sigmoid scores renormalised over them (float64 of the same
+// logits), and match the CPU backend's; rows not forced are routed as route().
+TEST_P(Ops, RouteForcedTakesTheGivenExpertsWeighedByTheirScores) {
+  if (!dev_->supports_routing_replay()) GTEST_SKIP() << "no routing replay on " << dev_->name();
+  HostTensors h(11);
+  const int64_t E = 256, H = 3072;
+  const int k = 8;
+  ModelWeights w;
+  w.layers.resize(1);
+  auto gate = h.randn(E * H, 1.0f / std::sqrt(float(H)));
+  w.layers[0].router = h.store(gate, DType::kF32, Shape{E, H});
+  w.layers[0].router_bias = h.store(std::vector<float>(E, 0.01f), DType::kF32, Shape{E});
+  prepare(w);
+  for (int64_t T : {1, 5, 40}) {
+    auto x = h.randn(T * H);
+    std::vector<int32_t> forced(T * k);
+    for (int64_t t = 0; t < T; ++t)
+      for (int j = 0; j < k; ++j) forced[t * k + j] = t % 3 == 1 ? -1 : static_cast<int32_t>((t * 37 + j * 29) % E);
+    int32_t* ids = dev_array(std::vector<int32_t>(T * k, -1));
+    float* wts = dev_array(std::vector<float>(T * k, 0.0f));
+    dev_->route_forced(to_dev(x, T), w.layers[0].router, w.layers[0].router_bias, k, 2.5f, forced,
+                       Routing{ids, wts, T, k});
+    const auto got_ids = to_host(ids, T * k);
+    const auto got_w = to_host(wts, T * k);
+    std::vector<int32_t> cpu_ids(T * k);
+    std::vector<float> cpu_w(T * k);
+    cpu_->route_forced(host_act(x, T), w.layers[0].router, w.layers[0].router_bias, k, 2.5f, forced,
+                       Routing{cpu_ids.data(), cpu_w.data(), T, k});
+    for (int64_t t = 0; t < T; ++t) {
+      if (forced[t * k] < 0) continue;  // routed: route()'s test holds those
+      double sum = 0;
+      std::vector<double> s(k);
+      for (int j = 0; j < k; ++j) {
+        double l = 0;
+        for (int64_t i = 0; i < H; ++i) l += double(x[t * H + i]) * gate[forced[t * k + j] * H + i];
+        s[j] = 1.0 / (1.0 + std::exp(-l));
+        sum += s[j];
+      }
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(got_ids[t * k + j], forced[t * k + j]) << "token " << t;
+        EXPECT_EQ(cpu_ids[t * k + j], forced[t * k + j]) << "token " << t;
+        EXPECT_NEAR(got_w[t * k + j], s[j] / sum * 2.5, 1e-6) << "token " << t << " slot " << j;
+        EXPECT_NEAR(got_w[t * k + j], cpu_w[t * k + j], 1e-6) << "token " << t << " slot " << j;
+      }
+    }
+  }
+}
+
 TEST_P(Ops, RouteBreaksTiesTowardLowerExpertId) {
   HostTensors h(10);
   const int64_t E = 40, H = 64;

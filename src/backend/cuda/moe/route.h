@@ -31,4 +31,13 @@ cudaError_t launch_route_select(const RouteArgs& a, cudaStream_t stream);
 // Elements of `counters` launch_route needs for T tokens.
 int64_t route_counter_count(int64_t T);
 
+// ---- route_forced.cu ----------------------------------------------------------
+// Routing replay: each token t whose forced[t * top_k] >= 0 gets experts
+// forced[t, :] (distinct, < E: checked by the model) weighted by
+// sigmoid(logits[t, e]) renormalised over them, times `scaling` (double, as
+// the CPU backend); other tokens keep what launch_route wrote. logits
+// [T, E] fp32; top_k <= 16.
+cudaError_t launch_route_forced(const float* logits, int64_t T, int64_t E, const int32_t* forced, int top_k,
+                                float scaling, int32_t* expert_ids, float* weights, cudaStream_t stream);
+
 }  // namespace m2::cuda

@@ -432,6 +432,31 @@ void CudaBackend::route(Act x, const Weight& gate, const Weight& bias, int top_k
   check(launch_route(a, num_sms_, stream_), "route", context);
 }
 
+void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
+                               std::span<const int32_t> forced, Routing out) {
+  route(x, gate, bias, top_k, scaling, out);  // the rows not forced
+  const size_t pairs = static_cast<size_t>(x.rows) * top_k;
+  bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
+  auto timer = timed([&] { return fmt::format("route_forced T={}", x.rows); });
+  auto context = [&] {
+    return fmt::format("route_forced of x {} by gate {} {} (top {}, {} forced ids)", shape(x), dtype_name(gate.dtype),
+                       gate.shape.str(), top_k, forced.size());
+  };
+  const int64_t E = gate.shape[0];
+  if (forced.size() != pairs) die(cudaErrorInvalidValue, "route_forced", context(), __FILE__, __LINE__);
+  // Every row's logits (the fused router keeps its own): the fp32 GEMV or tiled kernel.
+  const DeviceWeight g{static_cast<const uint8_t*>(device_view(gate, "route_forced")), nullptr, gate.dtype, E,
+                       gate.shape[1], 0};
+  auto* logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * E, stream_));
+  MatmulKernel kernel = plan_matmul(matmul_shape(x, g, Act{logits, x.rows, E}), options_, caps_).kernel;
+  if (kernel != MatmulKernel::kGemv && kernel != MatmulKernel::kGemvMma) kernel = MatmulKernel::kTiledSimt;
+  check(launch_matmul(kernel, x.data, x.rows, x.cols, g, single_out(logits, E, x.rows), num_sms_, stream_),
+        "route_forced (logits)", context);
+  const auto* ids = static_cast<const int32_t*>(upload(forced_ids_, forced.data(), forced.size_bytes(), "forced ids"));
+  check(launch_route_forced(logits, x.rows, E, ids, top_k, scaling, out.expert_ids, out.weights, stream_),
+        "route_forced", context);
+}
+
 void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
   bind_reader({written(out)});
   auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });

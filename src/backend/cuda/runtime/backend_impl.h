@@ -62,6 +62,9 @@ class CudaBackend final : public Backend {
   void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
                  Act out) override;
   void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
+  bool supports_routing_replay() const override { return true; }
+  void route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
+                    std::span<const int32_t> forced, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
   void add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) override;
   void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
@@ -203,6 +206,7 @@ class CudaBackend final : public Backend {
 
   Fp8Matmul fp8_matmul_{fp8_gemm_mode_for(options_.fp8_gemm, features_)};  // FP8 weights x many tokens
   Fp8ActCopy fp8_copy_{options_.fused_quant};  // producers' FP8 copies
+  DeviceArray forced_ids_{"forced expert ids", false};  // route_forced (its steps are never recorded)
   DeviceArray ids_{"token ids"}, rows_{"logit rows"}, positions_{"positions"}, slots_{"KV slots"},
       attn_meta_{"attention work list"};
   DeviceBuffer route_logits_{"router logits"}, route_counters_{"router counters"}, moe_scratch_{"MoE scratch"},
