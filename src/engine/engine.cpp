@@ -255,7 +255,7 @@ Status Engine::swap_weights(ModelWeights& weights) {
   if (a.num_hidden_layers != b.num_hidden_layers || a.hidden_size != b.hidden_size ||
       a.vocab_size != b.vocab_size || a.num_local_experts != b.num_local_experts)
     return errorf("swap_weights: the new weight set has another shape");
-  M2_RETURN_IF_ERROR(model_.backend().prepare_weights(weights));
+  M2_RETURN_IF_ERROR(model_.backend().update_weights(model_.weights(), weights));
   model_.set_weights(weights);
   flush_prefix_cache();
   return Status();

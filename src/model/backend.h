@@ -76,6 +76,13 @@ class Backend {
 
   // Makes the weights usable by the ops (GPU: upload; CPU: nothing to do).
   virtual Status prepare_weights(ModelWeights& weights) = 0;
+  // A weight update (docs/rollout.md): `next` has the structure of `served`
+  // (prepared, in use); its tensors whose views differ from served's are
+  // written over served's prepared copies in place and `next` takes served's
+  // handles, so no memory is added and nothing that holds the copies'
+  // addresses (GPU: recorded step graphs) goes stale. Called between steps.
+  // CPU: nothing to copy (the ops read the views).
+  virtual Status update_weights(const ModelWeights& served, ModelWeights& next) { return prepare_weights(next); }
   // Memory for activations and caches; freed with the returned handle.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   virtual void copy_to_host(const void* src, void* dst_host, size_t bytes) = 0;

@@ -295,6 +295,80 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
   return Status();
 }
 
+Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& next) {
+  if (served.layers.size() != next.layers.size())
+    return errorf("update_weights: {} layers served, {} in the update", served.layers.size(), next.layers.size());
+  bind_device();
+  size_t bytes = 0, tensors = 0;
+  // Two passes over the pairs (served, next): the first only checks, so that
+  // a refused update leaves every copy as it was; the second copies the
+  // changed bytes over served's device copies and gives next served's handles.
+  bool copying = false;
+  auto copy = [&](const void* dst, const TensorView& from, const TensorView& was, const char* what) -> Status {
+    if (from.data == was.data || from.empty()) return Status();
+    if (!copying) {
+      if (from.dtype != was.dtype || from.shape != was.shape)
+        return errorf("update_weights: {} is {} {}, served {} {}", what, dtype_name(from.dtype), from.shape.str(),
+                      dtype_name(was.dtype), was.shape.str());
+      return Status();
+    }
+    const cudaError_t e = cudaMemcpyAsync(const_cast<void*>(dst), from.data, from.nbytes(), cudaMemcpyHostToDevice, stream_);
+    if (e != cudaSuccess) return errorf("update_weights: copying {} failed: {}", what, cudaGetErrorString(e));
+    bytes += from.nbytes(), ++tensors;
+    return Status();
+  };
+  auto record_of = [&](Prepared p, const char* what) -> Result<const PreparedTensor*> {
+    if (!owns(p)) return errorf("update_weights: the served {} was not prepared by this backend", what);
+    return static_cast<const PreparedTensor*>(p);
+  };
+  auto weight = [&](const Weight& was, Weight& to, const char* what) -> Status {
+    if (was.empty()) return Status();
+    M2_ASSIGN_OR_RETURN(const PreparedTensor* r, record_of(was.prepared, what));
+    M2_RETURN_IF_ERROR(copy(r->weight.data, to, was, what));
+    if (copying) to.prepared = was.prepared;
+    return Status();
+  };
+  auto linear = [&](const Linear& was, Linear& to, const char* what) -> Status {
+    if (was.weight.empty()) return Status();
+    M2_ASSIGN_OR_RETURN(const PreparedTensor* r, record_of(was.prepared, what));
+    M2_RETURN_IF_ERROR(copy(r->weight.data, to.weight, was.weight, what));
+    if (was.is_fp8()) M2_RETURN_IF_ERROR(copy(r->weight.scales, to.scale_inv, was.scale_inv, what));
+    if (copying) to.prepared = was.prepared;
+    return Status();
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    copying = pass == 1;
+    M2_RETURN_IF_ERROR(weight(served.embed, next.embed, "embed_tokens"));
+    M2_RETURN_IF_ERROR(weight(served.final_norm, next.final_norm, "norm"));
+    M2_RETURN_IF_ERROR(linear(served.lm_head, next.lm_head, "lm_head"));
+    for (size_t i = 0; i < served.layers.size(); ++i) {
+      const LayerWeights& a = served.layers[i];
+      LayerWeights& b = next.layers[i];
+      if (a.experts.size() != b.experts.size()) return errorf("update_weights: layer {}: another expert count", i);
+      M2_RETURN_IF_ERROR(weight(a.input_norm, b.input_norm, "input_layernorm"));
+      M2_RETURN_IF_ERROR(weight(a.post_attention_norm, b.post_attention_norm, "post_attention_layernorm"));
+      M2_RETURN_IF_ERROR(weight(a.q_norm, b.q_norm, "q_norm"));
+      M2_RETURN_IF_ERROR(weight(a.k_norm, b.k_norm, "k_norm"));
+      M2_RETURN_IF_ERROR(weight(a.router, b.router, "gate"));
+      M2_RETURN_IF_ERROR(weight(a.router_bias, b.router_bias, "e_score_correction_bias"));
+      M2_RETURN_IF_ERROR(linear(a.q_proj, b.q_proj, "q_proj"));
+      M2_RETURN_IF_ERROR(linear(a.k_proj, b.k_proj, "k_proj"));
+      M2_RETURN_IF_ERROR(linear(a.v_proj, b.v_proj, "v_proj"));
+      M2_RETURN_IF_ERROR(linear(a.o_proj, b.o_proj, "o_proj"));
+      for (size_t e = 0; e < a.experts.size(); ++e) {
+        M2_RETURN_IF_ERROR(linear(a.experts[e].w1, b.experts[e].w1, "experts.w1"));
+        M2_RETURN_IF_ERROR(linear(a.experts[e].w3, b.experts[e].w3, "experts.w3"));
+        M2_RETURN_IF_ERROR(linear(a.experts[e].w2, b.experts[e].w2, "experts.w2"));
+      }
+      if (copying) b.prepared_experts = a.prepared_experts;
+    }
+  }
+  const cudaError_t e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) return errorf("update_weights: the copies failed: {}", cudaGetErrorString(e));
+  log_debug("update_weights: {} tensors, {:.1f} MiB written in place", tensors, bytes / 1048576.0);
+  return Status();
+}
+
 const PreparedTensor& CudaBackend::prepared(Prepared p, const TensorView& t, const char* op, const char* what) const {
   if (!owns(p)) {
     log_error("{}: {} {} {} was not uploaded by this backend's prepare_weights", op, what, dtype_name(t.dtype),

@@ -1,10 +1,13 @@
 // The CUDA backend's own checks beside the op conformance suite
 // (tests/backend/ops_conformance_test.cpp): the dummy FP8 weights it
-// generates on the GPU, and a missing device refused.
+// generates on the GPU, a weight update written over the prepared copies in
+// place, and a missing device refused.
 #include "backend/cuda/runtime/device_types.h"
 #include "backend/cuda/runtime/dummy_fill.h"
 #include "../cuda_test_util.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "model/dummy_values.h"
+#include "model/minimax_m2.h"
 
 namespace m2::test {
 namespace {
@@ -45,6 +48,56 @@ TEST_F(Ops, DummyFp8WeightsGeneratedOnTheGpuAreTheHostFill) {
     const std::vector<uint8_t> got = to_host(record->weight.data, bytes);
     EXPECT_EQ(0, std::memcmp(got.data(), h->weight.data, bytes)) << h->weight.shape.str();
   }
+}
+
+// A weight update (the rollout routes): the new set's changed tensors go over
+// the served copies in place - the forward pass then equals the CPU's on the
+// new weights, and no device memory is allocated (recorded graphs stay valid).
+TEST(CudaBackend, WeightUpdateWritesTheServedCopiesInPlace) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto c = load_config_from(data_path("m2-tiny-fp8"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto served = make_dummy_weights(*c, 5);
+  auto next = make_dummy_weights(*c, 6);
+  auto host = make_dummy_weights(*c, 6);
+  ASSERT_TRUE(served.ok() && next.ok() && host.ok());
+  // One tensor kept: the update leaves what it does not replace.
+  (*next)->layers[0].router = (*served)->layers[0].router;
+  (*host)->layers[0].router = (*served)->layers[0].router;
+  auto gpu = make_cuda_backend(0);
+  auto cpu = make_cpu_backend();
+  ASSERT_TRUE(gpu && gpu->prepare_weights(**served).ok());
+  MiniMaxM2 gm(**served, *gpu), cm(**host, *cpu);
+  auto gcache = gm.make_kv_cache(16, 8, DType::kBF16);
+  auto ccache = cm.make_kv_cache(16, 8, DType::kBF16);
+  StepInput in;
+  for (int i = 0; i < 20; ++i) {
+    in.tokens.push_back((i * 7919) % c->vocab_size), in.positions.push_back(i), in.slots.push_back(i);
+  }
+  const std::vector<int32_t> table = {0, 1};
+  in.seqs.push_back({0, 20, 20, table});
+  in.logit_rows = {19};
+  std::vector<float> before, after, want;
+  ASSERT_TRUE(gm.forward(in, *gcache, &before).ok());  // sizes the scratch
+  const uint64_t generation = cuda::memory_generation();
+  const size_t free_before = gpu->memory_info().free_bytes;
+  ASSERT_TRUE(gpu->update_weights(**served, **next).ok());
+  EXPECT_EQ(cuda::memory_generation(), generation);
+  EXPECT_EQ(gpu->memory_info().free_bytes, free_before);
+  EXPECT_EQ((*next)->layers[0].q_proj.prepared, (*served)->layers[0].q_proj.prepared);
+  gm.set_weights(**next);
+  ASSERT_TRUE(gm.forward(in, *gcache, &after).ok());
+  ASSERT_TRUE(cm.forward(in, *ccache, &want).ok());
+  EXPECT_LT(rel_error(after, want), 2e-3);
+  EXPECT_GT(rel_error(before, want), 0.1) << "the update changed nothing";
+  // A refused update (another shape) copies nothing.
+  auto wrong = make_dummy_weights(*c, 7);
+  ASSERT_TRUE(wrong.ok());
+  (*wrong)->final_norm.shape = Shape{(*wrong)->final_norm.shape[0] - 1};
+  EXPECT_FALSE(gpu->update_weights(**next, **wrong).ok());
+  std::vector<float> again;
+  ASSERT_TRUE(gm.forward(in, *gcache, &again).ok());
+  EXPECT_EQ(again, after);
 }
 
 TEST(CudaBackend, RefusesAMissingDevice) {
