@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "engine/text_stop.h"
 #include "util/json.h"
 #include "util/status.h"
@@ -50,6 +51,14 @@ struct SamplingParams {
   // reasoning holds exactly the budget and the answer follows. -1: off.
   int reasoning_budget = -1;
   int32_t reasoning_end_token = -1;
+  // Constrained decoding (constraint.h): every sampled token from the
+  // constraint's start on is drawn from the tokens its grammar allows. It
+  // starts at the first generated token, or, with constraint_after_token
+  // >= 0, right after the sequence first produces that token (`</think>`:
+  // the answer after the reasoning is constrained, the reasoning is not).
+  // Forced tokens are fed to the grammar like sampled ones. null: none.
+  std::shared_ptr<const Constraint> constraint;
+  int32_t constraint_after_token = -1;
   // A stop condition on the text, kept in the output (text_stop.h); null: none.
   std::shared_ptr<const TextStopFactory> text_stop;
 
