@@ -2,7 +2,8 @@
 // the ../shared/data/tokenizers/m2-layout stand-in: GPT-4o's 200K byte-level
 // vocabulary with M2's added tokens at their ids): the mask of the next
 // token (ConstraintMatcher::fill_mask) plus advancing the grammar by the
-// token (accept), walked along a real output of each grammar kind, and the
+// token (accept), walked along a real output of each grammar kind (the tool
+// call's grammar has the form server/structured_output.cpp builds), and the
 // sampler's masking of a 200K logit row. Printed as us_per_token.
 //   build/constraint_mask_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -47,9 +48,14 @@ const char* kDoc =
 
 const char* kToolTag = R"({"type":"structural_tag","format":{"type":"sequence","elements":[
   {"type":"const_string","value":"\n\n<minimax:tool_call>\n"},
-  {"type":"tag","begin":"<invoke name=\"get_weather\">","content":{"type":"json_schema","style":"minimax_xml",
-   "max_whitespace_cnt":4,"json_schema":{"type":"object","properties":{"city":{"type":"string"},
-   "days":{"type":"integer"},"units":{"enum":["metric","imperial"]}},"required":["city","days"]}},
+  {"type":"tag","begin":"<invoke name=\"get_weather\">\n","content":{"type":"sequence","elements":[
+    {"type":"tag","begin":"<parameter name=\"city\">","content":{"type":"any_text","excludes":["</parameter>"]},
+     "end":"</parameter>\n"},
+    {"type":"tag","begin":"<parameter name=\"days\">","content":{"type":"json_schema","json_schema":{"type":"integer"}},
+     "end":"</parameter>\n"},
+    {"type":"optional","content":{"type":"tag","begin":"<parameter name=\"units\">","content":{"type":"or",
+     "elements":[{"type":"const_string","value":"metric"},{"type":"const_string","value":"imperial"}]},
+     "end":"</parameter>\n"}}]},
    "end":"</invoke>\n"},
   {"type":"const_string","value":"</minimax:tool_call>"}]}})";
 const char* kToolCall =

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
 #include <vector>
 
 #include "server/json_fields.h"
@@ -100,25 +102,76 @@ Result<std::optional<OutputFormat>> structured_outputs(const OrderedJson& so) {
   return out;
 }
 
-// The minimax_xml JSON-schema content of one tool's arguments (`strict`:
-// held to the schema; otherwise any parameters).
-OrderedJson invoke_tag(const OrderedJson& function, bool strict, const char* begin_prefix, const char* end_suffix) {
-  OrderedJson schema = OrderedJson::object();
-  if (strict) {
-    auto p = function.find("parameters");
-    schema = p != function.end() && p->is_object() ? *p : OrderedJson{{"type", "object"}, {"properties", OrderedJson::object()}};
-  } else {
-    schema = {{"type", "object"}};
+// The grammar of one parameter's value as the parser reads it
+// (text/tool_schema.h, vLLM's rule): a string is the raw text up to
+// `</parameter>`, anything else JSON. `defs`: the tool schema's $defs, for
+// the $refs of a JSON value.
+OrderedJson xml_value_format(const OrderedJson& schema, const OrderedJson& defs) {
+  const OrderedJson any_text = {{"type", "any_text"}, {"excludes", {"</parameter>"}}};
+  if (!schema.is_object() || schema.empty()) return any_text;  // any value: raw text is one
+  auto all_strings = [](const OrderedJson& list) {
+    return list.is_array() && !list.empty() &&
+           std::all_of(list.begin(), list.end(), [](const OrderedJson& v) { return v.is_string(); });
+  };
+  if (auto c = schema.find("const"); c != schema.end() && c->is_string())
+    return {{"type", "const_string"}, {"value", *c}};
+  if (auto e = schema.find("enum"); e != schema.end() && all_strings(*e)) {
+    OrderedJson options = OrderedJson::array();
+    for (const auto& v : *e) options.push_back({{"type", "const_string"}, {"value", v}});
+    return options.size() == 1 ? options[0] : OrderedJson{{"type", "or"}, {"elements", options}};
   }
+  auto type = schema.find("type");
+  const bool string_type = type != schema.end() && *type == "string";
+  // A union with string (["string", "null"], anyOf): the parser keeps the raw
+  // text for it, so no JSON grammar can describe it; left free.
+  const bool string_union = type != schema.end() && type->is_array() &&
+                            std::find(type->begin(), type->end(), "string") != type->end();
+  if (string_union || (type == schema.end() && (schema.contains("anyOf") || schema.contains("oneOf"))))
+    return any_text;
+  if (string_type) {
+    if (auto pattern = schema.find("pattern"); pattern != schema.end() && pattern->is_string())
+      return {{"type", "regex"}, {"pattern", *pattern}};
+    OrderedJson f = any_text;
+    if (auto max = schema.find("maxLength"); max != schema.end() && max->is_number_unsigned())
+      f["max_chars"] = *max;
+    return f;
+  }
+  OrderedJson s = schema;
+  if (defs.is_object() && !s.contains("$defs")) s["$defs"] = defs;
+  return {{"type", "json_schema"}, {"json_schema", s}, {"max_whitespace_cnt", 16}};
+}
+
+// One `<invoke name="T">` of a tool as the template renders it (m2-spec
+// §5): `<invoke name="T">\n`, then `<parameter name="k">v</parameter>\n`
+// for each parameter in the schema's order (the required ones always, the
+// others optional), then `</invoke>`. `strict` false: any parameters.
+OrderedJson invoke_tag(const OrderedJson& function, bool strict, const char* begin_prefix, const char* end_suffix) {
   const std::string name = function["name"].get<std::string>();
-  // The template's layout: `<invoke name="T">\n`, each parameter and a
-  // newline, `</invoke>\n`; the converter allows the newlines (whitespace,
-  // bounded) between and around the parameters.
-  return {{"type", "tag"},
-          {"begin", std::string(begin_prefix) + "<invoke name=\"" + name + "\">"},
-          {"content",
-           {{"type", "json_schema"}, {"json_schema", schema}, {"style", "minimax_xml"}, {"max_whitespace_cnt", 4}}},
-          {"end", std::string("</invoke>") + end_suffix}};
+  const OrderedJson begin = std::string(begin_prefix) + "<invoke name=\"" + name + "\">\n";
+  const OrderedJson end = std::string("</invoke>") + end_suffix;
+  OrderedJson params;
+  if (auto p = function.find("parameters"); p != function.end() && p->is_object()) params = *p;
+  auto props = params.is_object() ? params.find("properties") : params.end();
+  if (!strict || !params.is_object() || props == params.end() || !props->is_object()) {
+    // Free parameters: xgrammar's own minimax_xml form of "any object".
+    return {{"type", "tag"}, {"begin", begin},
+            {"content", {{"type", "json_schema"}, {"json_schema", {{"type", "object"}}}, {"style", "minimax_xml"}}},
+            {"end", end}};
+  }
+  const OrderedJson defs = params.contains("$defs") ? params["$defs"] : OrderedJson();
+  std::set<std::string> required;
+  if (auto r = params.find("required"); r != params.end() && r->is_array())
+    for (const auto& k : *r)
+      if (k.is_string()) required.insert(k.get<std::string>());
+  OrderedJson elements = OrderedJson::array();
+  for (const auto& [key, sub] : props->items()) {
+    OrderedJson tag = {{"type", "tag"}, {"begin", "<parameter name=\"" + key + "\">"},
+                       {"content", xml_value_format(sub, defs)}, {"end", "</parameter>\n"}};
+    elements.push_back(required.count(key) ? tag : OrderedJson{{"type", "optional"}, {"content", tag}});
+  }
+  OrderedJson content = elements.empty() ? OrderedJson{{"type", "const_string"}, {"value", ""}}
+                                         : OrderedJson{{"type", "sequence"}, {"elements", elements}};
+  return {{"type", "tag"}, {"begin", begin}, {"content", content}, {"end", end}};
 }
 
 std::vector<const OrderedJson*> callable(const ToolRequest& tools) {

@@ -120,6 +120,8 @@ TEST_F(ToolGrammarTest, ForcedCallFollowsTheSchema) {
   EXPECT_TRUE(accepts(*g, "\n\n<minimax:tool_call>\n<invoke name=\"ping\">\n<parameter name=\"n\">4</parameter>\n"
                           "</invoke>\n<invoke name=\"ping\">\n<parameter name=\"n\">0</parameter>\n</invoke>\n"
                           "</minimax:tool_call>"));
+  EXPECT_FALSE(accepts(*g, "\n\n<minimax:tool_call>\n<invoke name=\"ping\">\n<parameter name=\"n\"> 4</parameter>\n"
+                           "</invoke>\n</minimax:tool_call>"));  // blanks around a value
   EXPECT_FALSE(accepts(*g, "\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"days\">x"
                            "</parameter>\n</invoke>\n</minimax:tool_call>"));  // not an integer, city missing
   EXPECT_FALSE(accepts(*g, "\n\n<minimax:tool_call>\n<invoke name=\"ping\">\n<parameter name=\"n\">12</parameter>\n"
