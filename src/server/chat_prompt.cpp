@@ -142,7 +142,10 @@ Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest s
   if (format && prompt.tool_grammar)
     return errorf("'{}' cannot be combined with a forced tool call or strict tools (tool_choice, tools[].function.strict)",
                   format->field);
-  if (format || prompt.tool_grammar) {
+  // Without a compiler (a tokenizer that is not byte-level: cmd_serve) a
+  // forced call is still forced open, its arguments unconstrained; an
+  // output format is refused (compile_constraint).
+  if (format || (prompt.tool_grammar && ctx.constraints)) {
     const ConstraintSource& src = format ? format->source : *prompt.tool_grammar;
     const std::string field = format ? format->field : std::string("tools");
     M2_ASSIGN_OR_RETURN(params.constraint, compile_constraint(ctx, src, field));
