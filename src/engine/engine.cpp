@@ -165,8 +165,14 @@ void prepare_constrained_row(Sequence& seq, SampleRow& row) {
     ++seq.constraint_fed;
   }
   if (seq.constraint_broken || row.forced >= 0) return;
-  seq.matcher->fill_mask(seq.mask);
-  row.allowed = seq.mask;
+  try {
+    seq.matcher->fill_mask(seq.mask);
+    row.allowed = seq.mask;
+  } catch (const std::exception& e) {  // never out of the engine thread's step
+    log_warn("request {}: no mask from its grammar ({}); the rest of its output is not constrained", seq.request_id,
+             e.what());
+    seq.constraint_broken = true;
+  }
 }
 
 }  // namespace

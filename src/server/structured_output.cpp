@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -131,10 +132,20 @@ OrderedJson xml_value_format(const OrderedJson& schema, const OrderedJson& defs)
   if (string_type) {
     if (auto pattern = schema.find("pattern"); pattern != schema.end() && pattern->is_string())
       return {{"type", "regex"}, {"pattern", *pattern}};
-    OrderedJson f = any_text;
-    if (auto max = schema.find("maxLength"); max != schema.end() && max->is_number_unsigned())
-      f["max_chars"] = *max;
-    return f;
+    // A length bound counts characters: a regex over code points (valid
+    // UTF-8 only, which any_text does not ensure), as xgrammar's own XML
+    // converter bounds a string.
+    auto bound = [&](const char* key) -> std::optional<uint64_t> {
+      auto it = schema.find(key);
+      if (it == schema.end() || !it->is_number_unsigned()) return std::nullopt;
+      return it->get<uint64_t>();
+    };
+    const auto min = bound("minLength"), max = bound("maxLength");
+    if (min || max) {
+      const std::string reps = fmt::format("{{{},{}}}", min.value_or(0), max ? std::to_string(*max) : "");
+      return {{"type", "regex"}, {"pattern", "[\\s\\S]" + reps}};
+    }
+    return any_text;
   }
   OrderedJson s = schema;
   if (defs.is_object() && !s.contains("$defs")) s["$defs"] = defs;

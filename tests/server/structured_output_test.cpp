@@ -130,6 +130,23 @@ TEST_F(ToolGrammarTest, ForcedCallFollowsTheSchema) {
   EXPECT_FALSE(accepts(*g, "The answer."));
 }
 
+TEST_F(ToolGrammarTest, StringLengthsCountCharacters) {
+  const ToolRequest req = tools(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 3}}, "required": ["s"]}}}],
+      "tool_choice": "required"})");
+  const auto g = forced_tool_call_grammar(req);
+  ASSERT_TRUE(g.has_value());
+  auto call = [](const std::string& v) {
+    return "\n\n<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"s\">" + v +
+           "</parameter>\n</invoke>\n</minimax:tool_call>";
+  };
+  EXPECT_TRUE(accepts(*g, call("ab")));
+  EXPECT_TRUE(accepts(*g, call("\xe5\xb9\xb4\xe5\xb9\xb4\xe5\xb9\xb4")));  // three characters, nine bytes
+  EXPECT_TRUE(accepts(*g, call("a\nb")));
+  EXPECT_FALSE(accepts(*g, call("a")));
+  EXPECT_FALSE(accepts(*g, call("abcd")));
+}
+
 TEST_F(ToolGrammarTest, NamedAndSingleCall) {
   const ToolRequest req = tools((std::string("{") + kTools +
                                  R"(, "tool_choice": {"type": "function", "function": {"name": "ping"}},

@@ -238,6 +238,18 @@ def test_anthropic_forced_tool_input_validates(anthropic_client):
                 assert u.name == "get_weather"
 
 
+def test_anthropic_output_format_validates(anthropic_client):
+    for seed in range(3):
+        m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=300, messages=user("plan"),
+                                             thinking={"type": "disabled"},
+                                             extra_body={"seed": seed, "temperature": 1.0,
+                                                         "output_config": {"format": {"type": "json_schema",
+                                                                                      "schema": PLAN}}})
+        text = "".join(b.text for b in m.content if b.type == "text")
+        assert m.stop_reason == "end_turn"
+        jsonschema.validate(json.loads(text), PLAN)
+
+
 # ---- refusals ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("extra,field", [
