@@ -143,6 +143,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
 
 namespace {
 
+// True if every token `mask` allows is in `banned`.
+bool only_banned_allowed(std::span<const uint32_t> mask, std::span<const int32_t> banned) {
+  std::vector<uint32_t> rest(mask.begin(), mask.end());
+  for (int32_t id : banned)
+    if (static_cast<size_t>(id) / 32 < rest.size()) rest[static_cast<size_t>(id) / 32] &= ~(1u << (id % 32));
+  return std::all_of(rest.begin(), rest.end(), [](uint32_t w) { return w == 0; });
+}
+
 // Brings `seq`'s grammar up to its last token and, unless the row emits a
 // forced token, writes the next token's mask into seq.mask and points the
 // row at it. A forced token the grammar refuses (only a --replay output or
@@ -168,6 +176,9 @@ void prepare_constrained_row(Sequence& seq, SampleRow& row) {
   try {
     seq.matcher->fill_mask(seq.mask);
     row.allowed = seq.mask;
+    // Below min_tokens the stop ids are banned; if the grammar allows
+    // nothing else (it is complete), the grammar wins: its end is a stop id.
+    if (!row.banned.empty() && only_banned_allowed(seq.mask, row.banned)) row.banned = {};
   } catch (const std::exception& e) {  // never out of the engine thread's step
     log_warn("request {}: no mask from its grammar ({}); the rest of its output is not constrained", seq.request_id,
              e.what());

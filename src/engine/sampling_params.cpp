@@ -33,6 +33,8 @@ Status SamplingParams::validate(int vocab_size) const {
   if (constraint && constraint->vocab_size() != vocab_size)
     return errorf("the constraint was compiled for a vocabulary of {}, the model has {}", constraint->vocab_size(),
                   vocab_size);
+  if (constraint && ignore_eos)
+    return errorf("ignore_eos cannot be combined with a constrained output (its grammar ends with EOS)");
   if (constraint_after_token >= vocab_size) return errorf("constraint_after_token {} is outside the vocabulary", constraint_after_token);
   for (const auto* list : {&forced_tokens, &forced_after}) {
     for (int32_t id : *list) {

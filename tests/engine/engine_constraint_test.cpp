@@ -145,5 +145,22 @@ TEST_F(EngineConstraintTest, AnUnconstrainedNeighbourIsUnchanged) {
   EXPECT_TRUE(std::regex_match(text_before_eos(both.at("held/0").first), std::regex(kPattern)));
 }
 
+TEST_F(EngineConstraintTest, MinTokensYieldToTheGrammarsEndAndIgnoreEosIsRefused) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 11;
+  p.max_tokens = 30;
+  p.min_tokens = 25;  // longer than any word of the language: EOS is banned when the grammar needs it
+  p.constraint = constraint_;
+  ASSERT_TRUE(engine_->add_request("m", {1, 2}, p).ok());
+  const auto out = run_all().at("m/0");
+  EXPECT_EQ(out.second, FinishReason::kStop);
+  EXPECT_EQ(out.first.back(), eos_);
+  EXPECT_TRUE(std::regex_match(text_before_eos(out.first), std::regex(kPattern)));
+  SamplingParams bad = p;
+  bad.ignore_eos = true;
+  EXPECT_FALSE(engine_->add_request("bad", {1, 2}, bad).ok());
+}
+
 }  // namespace
 }  // namespace m2
