@@ -50,10 +50,20 @@ Result<ConstraintSource> choice_grammar(const OrderedJson& v, const std::string&
   return ConstraintSource{Kind::kGrammar, g};
 }
 
+// Built as a named value: GCC 12 warns (-Wmaybe-uninitialized, a false
+// positive) on a braced temporary moved into the Result.
+Result<OutputFormat> json_format(std::string schema, const char* field) {
+  OutputFormat f;
+  f.source.kind = Kind::kJsonSchema;
+  f.source.text = std::move(schema);
+  f.field = field;
+  return f;
+}
+
 Result<OutputFormat> response_format(const OrderedJson& rf) {
   if (!rf.is_object()) return errorf("'response_format' must be an object, got {}", json_type(rf));
   const std::string type = string_field(rf, "type");
-  if (type == "json_object") return OutputFormat{{Kind::kJsonSchema, R"({"type":"object"})"}, "response_format"};
+  if (type == "json_object") return json_format(R"({"type":"object"})", "response_format");
   if (type != "json_schema")
     return errorf("'response_format.type' must be 'text', 'json_object' or 'json_schema', got '{}'", type);
   auto js = rf.find("json_schema");
@@ -62,9 +72,9 @@ Result<OutputFormat> response_format(const OrderedJson& rf) {
     return errorf("'response_format.json_schema.strict' must be a boolean");
   auto schema = js->find("schema");
   if (schema == js->end() || schema->is_null())  // OpenAI's default: any JSON
-    return OutputFormat{{Kind::kJsonSchema, "{}"}, "response_format.json_schema"};
+    return json_format("{}", "response_format.json_schema");
   M2_ASSIGN_OR_RETURN(std::string text, schema_text(*schema, "response_format.json_schema.schema"));
-  return OutputFormat{{Kind::kJsonSchema, std::move(text)}, "response_format.json_schema.schema"};
+  return json_format(std::move(text), "response_format.json_schema.schema");
 }
 
 // One of vLLM's `structured_outputs` keys (or its `guided_*` twin) -> a source.
@@ -257,11 +267,15 @@ Result<std::optional<OutputFormat>> read_output_format(const OrderedJson& body) 
   // llama.cpp's server fields.
   if (present("grammar")) {
     M2_ASSIGN_OR_RETURN(std::string g, nonempty_string(body["grammar"], "grammar"));
-    M2_RETURN_IF_ERROR(take({{Kind::kGrammar, std::move(g)}, "grammar"}, "grammar"));
+    OutputFormat f;
+    f.source = {Kind::kGrammar, std::move(g)};
+    f.field = "grammar";
+    M2_RETURN_IF_ERROR(take(std::move(f), "grammar"));
   }
   if (present("json_schema")) {
     M2_ASSIGN_OR_RETURN(std::string text, schema_text(body["json_schema"], "json_schema"));
-    M2_RETURN_IF_ERROR(take({{Kind::kJsonSchema, std::move(text)}, "json_schema"}, "json_schema"));
+    M2_ASSIGN_OR_RETURN(OutputFormat f, json_format(std::move(text), "json_schema"));
+    M2_RETURN_IF_ERROR(take(std::move(f), "json_schema"));
   }
   return out;
 }
