@@ -11,7 +11,7 @@ DEB_PACKAGES=(
   libpcre2-dev libxxhash-dev libutf8proc-dev libboost-dev libssl-dev
 )
 # Python packages used only by tests and reference tools (module:package).
-PY_PACKAGES=(numpy:numpy pytest:pytest tokenizers:tokenizers jinja2:jinja2 openai:openai anthropic:anthropic httpx:httpx ml_dtypes:ml_dtypes prometheus_client:prometheus-client)
+PY_PACKAGES=(numpy:numpy pytest:pytest jsonschema:jsonschema tokenizers:tokenizers jinja2:jinja2 openai:openai anthropic:anthropic httpx:httpx ml_dtypes:ml_dtypes prometheus_client:prometheus-client)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -61,4 +61,23 @@ if [[ "${M2CPP_CUTLASS:-1}" != 0 && "${M2CPP_FLASHINFER:-1}" != 0 ]] &&
   echo "setup: installing $FLASHINFER_PACKAGE (headers only)"
   python3 -m pip install -q --no-deps "$FLASHINFER_PACKAGE" 2>/dev/null \
     || python3 -m pip install -q --no-deps --break-system-packages "$FLASHINFER_PACKAGE"
+fi
+
+# xgrammar's C++ sources for constrained decoding (cmake/xgrammar.cmake builds
+# its core into the binary; docs/decisions/constrained-decoding-xgrammar.md):
+# the PyPI sdist, pinned by version and SHA-256, unpacked into third_party/.
+# pip downloads only the sdist (--no-deps); nothing of it is installed.
+XGRAMMAR_VERSION=0.2.9
+XGRAMMAR_SHA256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+xg_dir="$root/third_party/xgrammar-$XGRAMMAR_VERSION"
+if [[ ! -f "$xg_dir/include/xgrammar/xgrammar.h" ]]; then
+  echo "setup: downloading the xgrammar $XGRAMMAR_VERSION sdist (C++ sources)"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-binary xgrammar "xgrammar==$XGRAMMAR_VERSION" -d "$tmp"
+  tarball="$tmp/xgrammar-$XGRAMMAR_VERSION.tar.gz"
+  echo "$XGRAMMAR_SHA256  $tarball" | sha256sum -c --quiet -
+  mkdir -p "$root/third_party"
+  tar -xzf "$tarball" -C "$root/third_party"
+  rm -rf "$tmp"
 fi

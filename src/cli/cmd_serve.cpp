@@ -18,6 +18,7 @@
 #include "cli/flag_checks.h"
 #include "cli/model_options.h"
 #include "cli/shutdown_signals.h"
+#include "engine/constraint.h"
 #include "engine/engine_loop.h"
 #include "model/weight_update.h"
 #include "server/rollout_routes.h"
@@ -172,6 +173,13 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
                   std::chrono::microseconds(static_cast<int64_t>(a.step_delay_ms * 1000)));
   loop.start();
 
+  // Constrained decoding's vocabulary (the token bytes, sorted for the
+  // grammar engine): built once, before the server is ready.
+  std::vector<int32_t> stop_ids = ec.eos_ids;
+  if (auto eos = (*tokenizer)->eos_id()) stop_ids.push_back(*eos);
+  auto constraints = ConstraintCompiler::create(**tokenizer, model.config().vocab_size, stop_ids);
+  if (!constraints.ok()) log_warn("m2cpp serve: no constrained decoding: {}", constraints.status().message());
+  ctx.constraints = constraints.ok() ? constraints->get() : nullptr;
   ctx.tokenizer = tokenizer->get();
   ctx.chat_template = &*chat_template;
   ctx.loop = &loop;

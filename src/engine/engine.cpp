@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <future>
 #include <random>
 
 #include "model/sampling.h"
@@ -110,6 +111,11 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
       seq->forced.push_front(params.reasoning_end_token);
       seq->reasoning_open = false;
     }
+    if (params.constraint) {
+      seq->matcher = std::make_shared<ConstraintMatcher>(params.constraint);
+      seq->constraint_start = params.constraint_after_token < 0 ? 0 : -1;
+      seq->mask.resize(static_cast<size_t>(constraint_mask_words(vocab)));
+    }
     if (params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(prompt.size());
     output_.add(*seq);
     ids.push_back(seq->id);
@@ -171,16 +177,101 @@ Result<std::vector<RequestOutput>> Engine::step() {
   return outputs;
 }
 
+namespace {
+
+// True if every token `mask` allows is in `banned`.
+bool only_banned_allowed(std::span<const uint32_t> mask, std::span<const int32_t> banned) {
+  std::vector<uint32_t> rest(mask.begin(), mask.end());
+  for (int32_t id : banned)
+    if (static_cast<size_t>(id) / 32 < rest.size()) rest[static_cast<size_t>(id) / 32] &= ~(1u << (id % 32));
+  return std::all_of(rest.begin(), rest.end(), [](uint32_t w) { return w == 0; });
+}
+
+// Brings `seq`'s grammar up to its last token and, unless the row emits a
+// forced token, writes the next token's mask into seq.mask and points the
+// row at it. A forced token the grammar refuses (only a --replay output or
+// a server-forced token can be one) ends the constraint for the sequence.
+void prepare_constrained_row(Sequence& seq, SampleRow& row) {
+  const std::span<const int32_t> out = seq.output();
+  while (!seq.constraint_broken && seq.constraint_start + seq.constraint_fed < static_cast<int64_t>(out.size())) {
+    const int32_t tok = out[static_cast<size_t>(seq.constraint_start + seq.constraint_fed)];
+    bool ok = false;
+    try {
+      ok = seq.matcher->accept(tok);
+    } catch (const std::exception& e) {
+      log_warn("request {}: the grammar failed on token {}: {}", seq.request_id, tok, e.what());
+    }
+    if (!ok) {
+      log_warn("request {}: token {} is outside its grammar; the rest of its output is not constrained",
+               seq.request_id, tok);
+      seq.constraint_broken = true;
+    }
+    ++seq.constraint_fed;
+  }
+  if (seq.constraint_broken || row.forced >= 0) return;
+  try {
+    seq.matcher->fill_mask(seq.mask);
+    row.allowed = seq.mask;
+    // Below min_tokens the stop ids are banned; if the grammar allows
+    // nothing else (it is complete), the grammar wins: its end is a stop id.
+    if (!row.banned.empty() && only_banned_allowed(seq.mask, row.banned)) row.banned = {};
+  } catch (const std::exception& e) {  // never out of the engine thread's step
+    log_warn("request {}: no mask from its grammar ({}); the rest of its output is not constrained", seq.request_id,
+             e.what());
+    seq.constraint_broken = true;
+  }
+}
+
+}  // namespace
+
 Result<StepResult> Engine::run(StepBatch& batch) {
   StepResult r;
   r.sampled.resize(batch.sample_rows.size());
-  if (!batch.full_logits) {
+  // Rows under a grammar: their masks are computed on a helper thread while
+  // the forward runs (the grammar's state needs the previous step's token,
+  // not this step's logits), and those rows are sampled on the host, where
+  // the masks are (the GPU sampler takes no mask; their logits come over).
+  std::vector<size_t> constrained;
+  for (size_t i = 0; i < batch.sample_rows.size(); ++i) {
+    const Sequence& seq = *batch.chunks[batch.sample_chunk[i]].seq;
+    if (seq.matcher && !seq.constraint_broken && seq.constraint_start >= 0) constrained.push_back(i);
+  }
+  std::future<void> masks;
+  if (!constrained.empty()) {
+    masks = std::async(std::launch::async, [&batch, &constrained] {
+      for (size_t i : constrained)
+        prepare_constrained_row(*batch.chunks[batch.sample_chunk[i]].seq, batch.sample_rows[i]);
+    });
+  }
+  if (!batch.full_logits && constrained.empty()) {
     // Sampling where the logits are: only the tokens come back.
     M2_RETURN_IF_ERROR(model_.forward_sample(batch.input, *cache_, batch.sample_rows, r.sampled));
     return r;
   }
-  M2_RETURN_IF_ERROR(model_.forward(batch.input, *cache_, &logits_));
   const int64_t V = model_.config().vocab_size;
+  if (!batch.full_logits) {
+    // The unconstrained rows sample where the logits are; the constrained
+    // rows' logits come to the host (800 KB a row at 200K) and are sampled
+    // there with their masks. The backend's draw for them is a forced
+    // token 0 without logprobs (no work), replaced below. Each sampling
+    // chunk has exactly one logit row here: sample row i is logit row i.
+    std::vector<SampleRow> device_rows(batch.sample_rows.begin(), batch.sample_rows.end());
+    SampleRow placeholder;
+    placeholder.logprobs = -1;
+    placeholder.forced = 0;
+    for (size_t i : constrained) device_rows[i] = placeholder;
+    const Status fwd = model_.forward_sample(batch.input, *cache_, device_rows, r.sampled, constrained, &logits_);
+    masks.get();  // before returning: the task reads the batch
+    M2_RETURN_IF_ERROR(fwd);
+    ThreadPool::global().parallel_for(static_cast<int64_t>(constrained.size()), [&](int64_t j, int) {
+      std::span<float> lg(logits_.data() + j * V, static_cast<size_t>(V));
+      r.sampled[constrained[j]] = sample_row(lg, batch.sample_rows[constrained[j]]);
+    });
+    return r;
+  }
+  const Status fwd = model_.forward(batch.input, *cache_, &logits_);
+  if (masks.valid()) masks.get();  // before returning: the task reads the batch
+  M2_RETURN_IF_ERROR(fwd);
   // The host path (the same math as Backend::sample), one sequence per task.
   ThreadPool::global().parallel_for(static_cast<int64_t>(batch.sample_rows.size()), [&](int64_t i, int) {
     std::span<float> lg(logits_.data() + batch.sample_logit_row(i) * V, V);

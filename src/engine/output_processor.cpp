@@ -81,6 +81,9 @@ void OutputProcessor::append_token(Sequence& seq, const SampledToken& tok, Reque
     seq.forced_after_armed = false;
   }
   apply_reasoning_budget(seq, tok.id);
+  // The grammar starts after its trigger token (the reasoning's end).
+  if (seq.matcher && seq.constraint_start < 0 && tok.id == p.constraint_after_token)
+    seq.constraint_start = seq.num_output();
   ++seq.output_counts[tok.id];
   out.new_token_ids.push_back(tok.id);
   if (p.logprobs >= 0) {

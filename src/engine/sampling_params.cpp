@@ -30,6 +30,12 @@ Status SamplingParams::validate(int vocab_size) const {
   if (max_tokens < 1) return errorf("max_tokens must be at least 1, got {}", max_tokens);
   if (min_tokens < 0 || min_tokens > max_tokens)
     return errorf("min_tokens must be in 0..max_tokens ({}), got {}", max_tokens, min_tokens);
+  if (constraint && constraint->vocab_size() != vocab_size)
+    return errorf("the constraint was compiled for a vocabulary of {}, the model has {}", constraint->vocab_size(),
+                  vocab_size);
+  if (constraint && ignore_eos)
+    return errorf("ignore_eos cannot be combined with a constrained output (its grammar ends with EOS)");
+  if (constraint_after_token >= vocab_size) return errorf("constraint_after_token {} is outside the vocabulary", constraint_after_token);
   for (const auto* list : {&forced_tokens, &forced_after}) {
     for (int32_t id : *list) {
       if (id < 0 || id >= vocab_size) return errorf("forced token {} is outside the vocabulary [0, {})", id, vocab_size);

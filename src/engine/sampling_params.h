@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "engine/text_stop.h"
 #include "util/json.h"
 #include "util/status.h"
@@ -58,6 +59,14 @@ struct SamplingParams {
   // first `rows` prompt positions instead of the router's top-k (rows <= the
   // prompt's length); null: none.
   std::shared_ptr<const std::vector<int32_t>> routing_replay;
+  // Constrained decoding (constraint.h): every sampled token from the
+  // constraint's start on is drawn from the tokens its grammar allows. It
+  // starts at the first generated token, or, with constraint_after_token
+  // >= 0, right after the sequence first produces that token (`</think>`:
+  // the answer after the reasoning is constrained, the reasoning is not).
+  // Forced tokens are fed to the grammar like sampled ones. null: none.
+  std::shared_ptr<const Constraint> constraint;
+  int32_t constraint_after_token = -1;
   // A stop condition on the text, kept in the output (text_stop.h); null: none.
   std::shared_ptr<const TextStopFactory> text_stop;
 

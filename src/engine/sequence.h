@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "engine/sampling_params.h"
 #include "model/sampling.h"
 
@@ -53,6 +54,15 @@ struct Sequence {
   // position, [positions, layers, top_k], written as positions are computed
   // (a recomputation after preemption writes the same place again).
   std::vector<int32_t> routed_experts;
+  // Constrained decoding (params.constraint): the grammar holds output
+  // tokens [constraint_start, ...) (-1: not started yet); constraint_fed of
+  // them have been accepted; `mask` [constraint_mask_words] is the next
+  // token's, computed by the engine while the step's forward runs.
+  std::shared_ptr<ConstraintMatcher> matcher;
+  int64_t constraint_start = -1;
+  int64_t constraint_fed = 0;
+  bool constraint_broken = false;    // a forced token the grammar refused: no longer constrained
+  std::vector<uint32_t> mask;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt_tokens; }

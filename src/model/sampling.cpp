@@ -97,6 +97,17 @@ SampledToken sample_row(std::span<float> logits, const SampleRow& row) {
     raw_edited[i] = l;
     l = apply_logit_edit(l, edits[i], row.repetition_penalty);
   }
+  if (row.forced < 0 && !row.allowed.empty()) {
+    // Disallowed tokens leave the draw. An edited one keeps its raw logit in
+    // raw_edited, so the chosen token's raw logprob is read as before.
+    for (int64_t w = 0; w < (V + 31) / 32; ++w) {
+      const uint32_t bits = row.allowed[static_cast<size_t>(w)];
+      if (bits == 0xffffffffu) continue;
+      const int64_t end = std::min<int64_t>(V, w * 32 + 32);
+      for (int64_t i = w * 32; i < end; ++i)
+        if (!((bits >> (i - w * 32)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
 
   if (row.forced >= 0) {
     out.id = row.forced;
@@ -199,6 +210,8 @@ Status check_sample_args(const Act& logits, std::span<const SampleRow> rows, std
       if (bad(id)) return fail("prompt", id);
     for (const TokenCount& c : x.output_counts)
       if (bad(c.id)) return fail("output", c.id);
+    if (!x.allowed.empty() && static_cast<int64_t>(x.allowed.size()) < (V + 31) / 32)
+      return errorf("sample: row {}: a token mask of {} words for a vocabulary of {}", r, x.allowed.size(), V);
     if (x.logprobs > kMaxLogprobs) return errorf("sample: row {} asks for {} logprobs (at most {})", r, x.logprobs, kMaxLogprobs);
     if (!x.greedy() && !(x.top_p > 0.0f && x.top_p <= 1.0f && x.min_p >= 0.0f && x.min_p <= 1.0f))
       return errorf("sample: row {}: top_p {} or min_p {} out of range", r, x.top_p, x.min_p);

@@ -60,6 +60,11 @@ struct SampleRow {
   std::span<const LogitBias> logit_bias;
   std::span<const int32_t> prompt_ids;        // distinct prompt ids, ascending (repetition penalty)
   std::span<const TokenCount> output_counts;  // distinct generated ids with their counts
+  // Constrained decoding (engine/constraint.h): empty = every token; else
+  // ceil(vocab / 32) words, bit (id % 32) of word id / 32 set = id may be
+  // drawn; the others are -inf for the draw (not for the logprobs, which
+  // stay the raw distribution's). Ignored by a forced row.
+  std::span<const uint32_t> allowed;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -130,6 +130,10 @@ Result<OrderedJson> convert_tools(const OrderedJson& tools) {
     OrderedJson fn = {{"name", t["name"]}};
     if (t.contains("description") && t["description"].is_string()) fn["description"] = t["description"];
     fn["parameters"] = t["input_schema"];
+    if (t.contains("strict") && !t["strict"].is_null()) {  // structured outputs: the call follows input_schema
+      if (!t["strict"].is_boolean()) return errorf("tools[{}].strict must be a boolean", i);
+      fn["strict"] = t["strict"];
+    }
     out.push_back({{"type", "function"}, {"function", std::move(fn)}});
   }
   return out;
@@ -174,8 +178,15 @@ Status convert_thinking(const OrderedJson& body, OrderedJson& chat) {
   }
   if (auto oc = body.find("output_config"); oc != body.end() && !oc->is_null()) {
     if (!oc->is_object()) return errorf("'output_config' must be an object, got {}", json_type(*oc));
-    if (oc->contains("format") && !(*oc)["format"].is_null())
-      return errorf("'output_config.format' is not supported (no structured output)");
+    if (oc->contains("format") && !(*oc)["format"].is_null()) {
+      // Structured outputs: {type: "json_schema", schema} -> OpenAI's response_format.
+      const OrderedJson& f = (*oc)["format"];
+      if (!f.is_object() || !f.contains("type") || f["type"] != "json_schema")
+        return errorf("'output_config.format' must be an object with type 'json_schema'");
+      if (!f.contains("schema") || !f["schema"].is_object())
+        return errorf("'output_config.format.schema' must be an object (a JSON schema)");
+      chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", f["schema"]}}}};
+    }
     M2_ASSIGN_OR_RETURN(std::optional<std::string> effort, opt_string(*oc, "effort"));
     if (effort) {
       if (*effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max")

@@ -1,6 +1,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/json_fields.h"
+#include "server/structured_output.h"
 #include "server/thinking_request.h"
 #include "server/tool_request.h"
 
@@ -97,6 +98,10 @@ Result<ChatPrompt> build_chat_prompt(const OrderedJson& body, const text::ChatTe
   out.stop_after_first_call = !tools.parallel && tools.choice != ToolRequest::Choice::kNone;
   out.legacy_functions = tools.legacy_functions;
 
+  out.tool_grammar = forced_tool_call_grammar(tools);
+  if (!out.tool_grammar) {
+    M2_ASSIGN_OR_RETURN(out.tool_grammar, strict_tool_call_grammar(tools));
+  }
   using Choice = ToolRequest::Choice;
   if (tools.choice == Choice::kRequired || tools.choice == Choice::kNamed) {
     if (!think_close) return errorf("a forced tool call needs a `</think>` token in the tokenizer");
@@ -145,6 +150,22 @@ Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest s
   if (prompt.stop_after_first_call) {
     params.text_stop = std::make_shared<const TextStopFactory>(
         [options = prompt.parse] { return std::make_unique<FirstToolCallStop>(options); });
+  }
+  M2_ASSIGN_OR_RETURN(std::optional<OutputFormat> format, read_output_format(chat_body));
+  if (format && prompt.tool_grammar)
+    return errorf("'{}' cannot be combined with a forced tool call or strict tools (tool_choice, tools[].function.strict)",
+                  format->field);
+  // Without a compiler (a tokenizer that is not byte-level: cmd_serve) a
+  // forced call is still forced open, its arguments unconstrained; an
+  // output format is refused (compile_constraint).
+  if (format || (prompt.tool_grammar && ctx.constraints)) {
+    const ConstraintSource& src = format ? format->source : *prompt.tool_grammar;
+    const std::string field = format ? format->field : std::string("tools");
+    M2_ASSIGN_OR_RETURN(params.constraint, compile_constraint(ctx, src, field));
+    if (prompt.parse.starts_in_reasoning) {
+      if (prompt.reasoning_end_token < 0) return errorf("'{}' needs a `</think>` token to follow the reasoning", field);
+      params.constraint_after_token = prompt.reasoning_end_token;
+    }
   }
   if (ctx.replay) {
     if (auto r = ctx.replay->select(prompt.text))

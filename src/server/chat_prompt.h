@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "server/generation.h"
 #include "server/sampling_request.h"
 #include "server/server_context.h"
@@ -35,6 +36,9 @@ struct ChatPrompt {
   // thinking budget (thinking_request.h; -1: none).
   int32_t reasoning_end_token = -1;
   int reasoning_budget = -1;
+  // The grammar of a forced call's arguments, or of strict tools' calls
+  // (structured_output.h); it applies after the reasoning.
+  std::optional<ConstraintSource> tool_grammar;
 };
 
 // Checks roles (system, developer, user, assistant, tool, and the legacy
@@ -51,8 +55,9 @@ struct ChatTurn {
 
 // The prompt of `chat_body` and its engine job: the request's sampling
 // fitted to the context (`clamp_max_tokens`: see fit_to_context), plus the
-// prompt's forced tool-call opening and, under --replay, the replayed
-// output; validated against the vocabulary. Errors are the client's (400).
+// prompt's forced tool-call opening, the output's grammar (the request's
+// output format or the tool calls', from the end of the reasoning on) and,
+// under --replay, the replayed output; validated against the vocabulary. Errors are the client's (400).
 Result<ChatTurn> build_chat_turn(const OrderedJson& chat_body, SamplingRequest sampling, const ServerContext& ctx,
                                  bool clamp_max_tokens);
 

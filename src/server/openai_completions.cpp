@@ -7,6 +7,7 @@
 #include "server/json_fields.h"
 #include "server/openai_generation.h"
 #include "server/routes.h"
+#include "server/structured_output.h"
 
 namespace m2::server {
 namespace {
@@ -197,12 +198,23 @@ void handle_completions(ServerContext& ctx, const HttpRequest& request, const Or
   if (prompts->size() * static_cast<size_t>(sampling.params.n) > 1024)
     return fail(errorf("too many completions in one request (prompts x n > 1024)"));
   const bool want_logprobs = sampling.params.logprobs >= 0;
+  // An output format constrains each completion from its first token (a
+  // completion prompt opens no reasoning the server knows of).
+  auto format = read_output_format(body);
+  if (!format.ok()) return fail(format.status());
+  std::shared_ptr<const Constraint> constraint;
+  if (*format) {
+    auto c = compile_constraint(ctx, (*format)->source, (*format)->field);
+    if (!c.ok()) return fail(c.status());
+    constraint = *c;
+  }
   std::vector<EngineJob> jobs;
   for (const PromptInput& p : *prompts) {
     SamplingRequest s = sampling;
     Status fit = fit_to_context(s, static_cast<int64_t>(p.tokens.size()), ctx.max_model_len, false);
     if (!fit.ok()) return fail(fit);
     // echo with logprobs reports the prompt tokens' logprobs too.
+    s.params.constraint = constraint;
     if (echo->value_or(false) && want_logprobs) s.params.prompt_logprobs = std::max(s.params.prompt_logprobs, s.params.logprobs);
     if (ctx.replay) {
       if (auto replay = ctx.replay->select(p.text)) s.params.forced_tokens = std::move(*replay);

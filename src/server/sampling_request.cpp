@@ -114,12 +114,6 @@ Result<SamplingRequest> parse_sampling_request(const OrderedJson& body, const Sa
   std::optional<int> best_of;
   if (auto s = small_int(body, "best_of", 1, 128, &best_of); !s.ok()) return s.status();
   if (best_of && *best_of != p.n) return errorf("'best_of' other than 'n' is not supported");
-  if (body.contains("response_format") && !body["response_format"].is_null()) {
-    const auto& rf = body["response_format"];
-    const auto type = rf.is_object() ? rf.find("type") : rf.end();
-    if (!rf.is_object() || type == rf.end() || *type != "text")
-      return errorf("'response_format' other than {{\"type\": \"text\"}} is not supported (no guided decoding)");
-  }
   auto user = opt_string(body, "user");  // accepted for the access log's sake only
   if (!user.ok()) return user.status();
   return r;

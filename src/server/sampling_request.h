@@ -25,8 +25,8 @@ struct SamplingRequest {
 // penalties, logit_bias, seed, max_tokens / max_completion_tokens,
 // min_tokens, ignore_eos, stop, stop_token_ids, skip_special_tokens,
 // logprobs / top_logprobs, prompt_logprobs; refuses what the engine cannot
-// honour (include_stop_str_in_output, best_of != n, a response_format other
-// than text) instead of ignoring it.
+// honour (include_stop_str_in_output, best_of != n) instead of ignoring it.
+// The output-format fields are structured_output.h's.
 Result<SamplingRequest> parse_sampling_request(const OrderedJson& body, const SamplingParams& defaults,
                                                LogprobsStyle style);
 

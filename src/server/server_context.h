@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint.h"
 #include "engine/engine_loop.h"
 #include "server/heartbeat.h"
 #include "server/metrics.h"
@@ -45,6 +46,7 @@ struct ServerContext {
   const text::ChatTemplate* chat_template = nullptr;
   EngineLoop* loop = nullptr;
   const ReplaySource* replay = nullptr;
+  const ConstraintCompiler* constraints = nullptr;  // grammars over the model's vocabulary; null: none
   SamplingParams defaults;
   int64_t max_model_len = 0;
   int vocab_size = 0;

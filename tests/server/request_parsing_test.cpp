@@ -58,7 +58,7 @@ TEST(SamplingRequest, RefusesWrongTypesAndUnsupportedFields) {
                            R"({"max_tokens": 0})", R"({"stop": [1]})", R"({"logit_bias": {"x": 1}})",
                            R"({"logit_bias": {"1": 500}})", R"({"top_logprobs": 2})", R"({"top_logprobs": 99, "logprobs": true})",
                            R"({"include_stop_str_in_output": true})", R"({"best_of": 3})",
-                           R"({"response_format": {"type": "json_object"}})", R"({"seed": "x"})"}) {
+                           R"({"seed": "x"})"}) {
     EXPECT_FALSE(parse_sampling_request(J(body), SamplingParams(), LogprobsStyle::kChat).ok()) << body;
   }
   auto ok = parse_sampling_request(J(R"({"response_format": {"type": "text"}, "max_tokens": 3.0})"), SamplingParams(),
@@ -185,6 +185,15 @@ TEST_F(ChatPromptTest, TurnIsOneFittedEngineJob) {
   EXPECT_EQ(t->job.params.max_tokens, 256 - static_cast<int64_t>(t->prompt.tokens.size()));
   EXPECT_EQ(t->job.params.forced_after_token, t->prompt.forced_after_token);
   EXPECT_EQ(t->job.params.forced_after, t->prompt.forced_after);
+  EXPECT_FALSE(t->job.params.constraint) << "no compiler: the call is forced open, its arguments free";
+  auto compiler = ConstraintCompiler::create(*tokenizer_, ctx.vocab_size, {*tokenizer_->token_to_id("[e~[")});
+  ASSERT_TRUE(compiler.ok()) << compiler.status().message();
+  ctx.constraints = compiler->get();
+  auto held = build_chat_turn(body, SamplingRequest(), ctx, false);
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  EXPECT_TRUE(held->job.params.constraint) << "the arguments are held to the schema";
+  EXPECT_EQ(held->job.params.constraint_after_token, held->prompt.reasoning_end_token);
+  ctx.constraints = nullptr;
   SamplingRequest more;
   more.max_tokens = 1000;  // more than the context has left: refused, or clamped (Anthropic)
   EXPECT_FALSE(build_chat_turn(body, more, ctx, false).ok());

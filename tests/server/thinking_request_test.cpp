@@ -67,6 +67,10 @@ TEST(ThinkingRequest, AnthropicThinkingAndEffort) {
   ASSERT_TRUE(adaptive.ok()) << adaptive.status().message();
   EXPECT_FALSE(adaptive->chat_body.contains("thinking_token_budget"));
   EXPECT_EQ(adaptive->chat_body["reasoning_effort"], "medium");
+  auto format = convert(R"("output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}})");
+  ASSERT_TRUE(format.ok()) << format.status().message();
+  EXPECT_EQ(format->chat_body["response_format"],
+            J(R"({"type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "object"}}})"));
   for (const auto& [extra, message] : std::vector<std::pair<std::string, std::string>>{
            {R"("thinking": {"type": "enabled"})", "thinking.budget_tokens: Field required"},
            {R"("thinking": {"type": "enabled", "budget_tokens": 0})", "'thinking.budget_tokens' must be at least 1"},
@@ -74,7 +78,8 @@ TEST(ThinkingRequest, AnthropicThinkingAndEffort) {
            {R"("thinking": {"type": "enabled", "budget_tokens": 5, "display": "omitted"})", "'thinking.display'"},
            {R"("thinking": "on")", "'thinking' must be an object"},
            {R"("output_config": {"effort": "none"})", "'output_config.effort' must be low"},
-           {R"("output_config": {"format": {"type": "json_schema"}})", "'output_config.format' is not supported"}}) {
+           {R"("output_config": {"format": {"type": "json_schema"}})", "'output_config.format.schema' must be an object"},
+           {R"("output_config": {"format": {"type": "xml"}})", "'output_config.format' must be an object with type"}}) {
     auto r = convert(extra);
     ASSERT_FALSE(r.ok()) << extra;
     EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
