@@ -7,7 +7,8 @@
 #   scripts/gpu_serve_case.sh NAME SECONDS "SERVE ARGS" "BENCH ARGS"
 #
 # Env: DRIVER=soak runs tools/gpu_soak.py (BENCH ARGS are its flags)
-# instead of bench serve; LAYERS (default 30), WRAP (a prefix for the server, e.g.
+# instead of bench serve; DRIVER=cmd runs BENCH ARGS as a shell command with
+# URL set to the server's; LAYERS (default 30), WRAP (a prefix for the server, e.g.
 # "compute-sanitizer --tool memcheck"), LABEL (bench serve's --label), SERVER_ENV ("VAR=v ..." for the
 # server only), BUILD (default build-gpu), TOKENIZER_DIR (default
 # .gpu_carry/m2-layout, carried). Logs: $OUT/NAME.serve.log, NAME.bench.txt;
@@ -50,6 +51,9 @@ if [[ $ready == 1 && "${DRIVER:-bench}" == soak ]]; then
   # shellcheck disable=SC2086
   timeout -s INT "$LIMIT" python3 tools/gpu_soak.py --url "http://127.0.0.1:$PORT" --total-s $((LIMIT - 60)) \
     --json "$OUT/$NAME.json" $BENCH_ARGS > "$OUT/$NAME.bench.txt" 2>&1
+  brc=$?
+elif [[ $ready == 1 && "${DRIVER:-bench}" == cmd ]]; then
+  timeout -s INT "$LIMIT" env URL="http://127.0.0.1:$PORT" bash -c "$BENCH_ARGS" > "$OUT/$NAME.bench.txt" 2>&1
   brc=$?
 elif [[ $ready == 1 ]]; then
   # shellcheck disable=SC2086

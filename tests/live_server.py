@@ -23,7 +23,9 @@ class ServerProcess:
     def __init__(self, *extra_args, env=None, preexec_fn=None):
         self.log = tempfile.NamedTemporaryFile(prefix="m2cpp-serve-", suffix=".log", delete=False)
         args = [BINARY, "serve", "-m", MODEL, "--port", "0", "--served-model-name", MODEL_NAME,
-                "--threads", "1", "--kv-cache-dtype", "f32", *extra_args]
+                "--threads", "1", "--kv-cache-dtype", "f32", *extra_args,
+                # e.g. "--device cuda" to run a suite against the GPU backend
+                *os.environ.get("M2CPP_TEST_SERVE_ARGS", "").split()]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
                                      env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.port = self._wait_port()
