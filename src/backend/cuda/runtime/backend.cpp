@@ -450,7 +450,7 @@ void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, in
   auto* logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * E, stream_));
   MatmulKernel kernel = plan_matmul(matmul_shape(x, g, Act{logits, x.rows, E}), options_, caps_).kernel;
   if (kernel != MatmulKernel::kGemv && kernel != MatmulKernel::kGemvMma) kernel = MatmulKernel::kTiledSimt;
-  check(launch_matmul(kernel, x.data, x.rows, x.cols, g, single_out(logits, E, x.rows), num_sms_, stream_),
+  check(launch_matmul(kernel, x.data, x.rows, x.cols, g, single_out(logits, E, E), num_sms_, stream_),
         "route_forced (logits)", context);
   const auto* ids = static_cast<const int32_t*>(upload(forced_ids_, forced.data(), forced.size_bytes(), "forced ids"));
   check(launch_route_forced(logits, x.rows, E, ids, top_k, scaling, out.expert_ids, out.weights, stream_),
