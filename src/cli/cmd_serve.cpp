@@ -57,6 +57,7 @@ struct ServeArgs {
   size_t responses_store_bytes = 64u << 20;
   std::vector<std::string> allowed_origins;
   bool enable_weight_updates = false;
+  std::string thinking_key_file;
   std::string admin_api_key;
 };
 
@@ -115,6 +116,11 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ctx.responses.set_capacity(a.responses_store_bytes);
   ctx.options.enable_weight_updates = a.enable_weight_updates;
   ctx.options.admin_api_key = a.admin_api_key;
+  if (!a.thinking_key_file.empty()) {  // before the model loads: a bad file stops at once
+    auto signer = server::ThinkingSigner::from_key_file(a.thinking_key_file);
+    if (!signer.ok()) return fail(signer.status());
+    ctx.thinking_signer = *signer;
+  }
 
   server::HttpServerConfig http;
   http.host = a.host;
@@ -282,6 +288,11 @@ Command make_serve(CLI::App& parent) {
                   "it; 0: none stored")
       ->check(int_range(0, kInt64Max));
   app->add_flag("--disable-access-log", a->disable_access_log, "No per-request JSON line on stderr");
+  app->add_option("--thinking-key-file", a->thinking_key_file,
+                  "Key of the thinking-block signatures (Anthropic thinking, Responses encrypted reasoning): its "
+                  "SHA-256 is the HMAC key; created with a random key when missing, so restarts and replicas "
+                  "accept each other's signatures (default: a random key per process)")
+      ->check(non_empty());
   app->add_flag("--enable-weight-updates", a->enable_weight_updates,
                 "Serve the rollout control routes of an RL trainer: pause/continue generation, flush the prefix "
                 "cache, update weights from disk or tensor buckets (docs/rollout.md)");

@@ -5,7 +5,16 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "util/log.h"
 
@@ -16,6 +25,34 @@ ThinkingSigner::ThinkingSigner() {
     log_error("thinking signatures: the random generator failed");
     std::abort();
   }
+}
+
+Result<ThinkingSigner> ThinkingSigner::from_key_file(const std::string& path) {
+  constexpr size_t kMinKeyBytes = 32;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return errorf("--thinking-key-file {}: {}", path, std::strerror(errno));
+    unsigned char fresh[kMinKeyBytes];
+    if (RAND_bytes(fresh, static_cast<int>(sizeof fresh)) != 1)
+      return errorf("--thinking-key-file {}: the random generator failed", path);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return errorf("--thinking-key-file {}: cannot create it: {}", path, std::strerror(errno));
+    const ssize_t n = ::write(fd, fresh, sizeof fresh);
+    const bool ok = n == static_cast<ssize_t>(sizeof fresh) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok) return errorf("--thinking-key-file {}: writing the new key failed", path);
+    log_info("--thinking-key-file {}: created with a new random key", path);
+  } else if (!S_ISREG(st.st_mode)) {
+    return errorf("--thinking-key-file {}: not a regular file", path);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errorf("--thinking-key-file {}: cannot be read", path);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kMinKeyBytes)
+    return errorf("--thinking-key-file {}: {} bytes; a key needs at least {}", path, bytes.size(), kMinKeyBytes);
+  ThinkingSigner s;
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), s.key_.data());
+  return s;
 }
 
 std::string ThinkingSigner::sign(std::string_view thinking) const {

@@ -495,3 +495,42 @@ def test_anthropic_max_tokens_cut(anthropic_client):
     m = anthropic_client.messages.create(model=MODEL_NAME, max_tokens=3, messages=user("REASONTEST"))
     assert m.stop_reason == "max_tokens"
     assert m.usage.output_tokens == 3
+
+
+def test_thinking_key_file_survives_a_restart(replay_file, tmp_path):
+    # --thinking-key-file: created on first use (mode 0600), the same key after a restart, so a
+    # block the first process signed is accepted by the second; a process with its own random
+    # key refuses it; a key file too short is refused at start, naming the flag.
+    key = tmp_path / "thinking.key"
+
+    def client(s):
+        return anthropic.Anthropic(base_url=s.url, api_key="unused", max_retries=0, timeout=60)
+
+    first = ServerProcess("--replay", replay_file, "--thinking-key-file", str(key))
+    try:
+        block = client(first).messages.create(model=MODEL_NAME, max_tokens=100, messages=user("REASONTEST")).content[0]
+    finally:
+        assert first.stop() == 0
+    assert block.type == "thinking" and block.signature
+    assert key.stat().st_size == 32 and (key.stat().st_mode & 0o777) == 0o600
+    history = [{"role": "user", "content": "REASONTEST"}, {"role": "assistant", "content": [block.model_dump()]},
+               {"role": "user", "content": "Again."}]
+    second = ServerProcess("--replay", replay_file, "--thinking-key-file", str(key))
+    try:
+        assert client(second).messages.create(model=MODEL_NAME, max_tokens=3, messages=history).content
+    finally:
+        assert second.stop() == 0
+    other = ServerProcess("--replay", replay_file)
+    try:
+        with pytest.raises(anthropic.BadRequestError) as e:
+            client(other).messages.create(model=MODEL_NAME, max_tokens=3, messages=history)
+        assert "messages[1].content[0].signature" in e.value.message
+    finally:
+        assert other.stop() == 0
+    short = tmp_path / "short.key"
+    short.write_bytes(b"too short")
+    import subprocess
+    from live_server import BINARY, MODEL
+    r = subprocess.run([BINARY, "serve", "-m", MODEL, "--port", "0", "--thinking-key-file", str(short)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--thinking-key-file" in r.stderr and "at least 32" in r.stderr, r.stderr
