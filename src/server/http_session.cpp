@@ -180,8 +180,10 @@ class Session : public std::enable_shared_from_this<Session> {
     head.method = str(msg.method_string());
     head.target = str(msg.target());
     for (const auto& field : msg) head.headers.emplace_back(lowercase(str(field.name_string())), str(field.value()));
-    head.parser_chunked = parser_->chunked();
-    head.parser_has_length = parser_->content_length().has_value();
+    if (parser_->is_header_done()) {  // not after body_limit: Beast then stops before marking the head done
+      head.parser_chunked = parser_->chunked();
+      head.parser_has_length = parser_->content_length().has_value();
+    }
     const FramingVerdict verdict = check_request_head(head);
     if (!verdict.ok()) return reject(verdict.status, verdict.message);
 
