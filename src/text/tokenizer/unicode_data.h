@@ -50,8 +50,6 @@ inline constexpr int kGeneralCategoryCount = 30;
 struct CodepointRange {
   char32_t first;
   char32_t last;
-  // CodepointSet compares its ranges (clang instantiates that where GCC does not).
-  bool operator==(const CodepointRange&) const = default;
 };
 
 // The category of [start, next run's start).
