@@ -123,6 +123,12 @@ HttpHandler ok_handler() {
 }
 
 TEST(HttpServer, AcceptBacksOffWhenFileDescriptorsRunOut) {
+#ifdef M2CPP_SANITIZED
+  // UBSan's vptr check tests memory through a pipe; with no descriptor left
+  // it fails and reports a false vptr error (seen in fmt's buffer). The
+  // normal build runs this test, and test_abuse_run.py exhausts descriptors live.
+  GTEST_SKIP() << "needs free file descriptors under UBSan";
+#endif
   HttpServerConfig config;
   config.port = 0;
   auto server = HttpServer::create(config, ok_handler());
