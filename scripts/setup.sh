@@ -9,6 +9,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev libutf8proc-dev libboost-dev libssl-dev
+  clang libclang-rt-dev
 )
 # Python packages used only by tests and reference tools (module:package).
 PY_PACKAGES=(numpy:numpy pytest:pytest jsonschema:jsonschema tokenizers:tokenizers jinja2:jinja2 openai:openai anthropic:anthropic httpx:httpx ml_dtypes:ml_dtypes prometheus_client:prometheus-client)

@@ -48,6 +48,9 @@ struct ServeArgs {
   int request_threads = 2;
   size_t request_queue = 64;
   size_t max_body_bytes = 32u << 20;
+  size_t max_inflight_body_bytes = 256u << 20;
+  double rate_limit = 0;        // requests/s per client address; 0: none
+  double rate_limit_burst = 0;  // 0: max(1, rate_limit)
   size_t max_connections = 1024;
   size_t max_stream_buffer_bytes = 256u << 10;
   double stream_stall_timeout = 60;  // seconds
@@ -85,6 +88,19 @@ size_t connection_cap(size_t wanted) {
   return static_cast<size_t>(room);
 }
 
+// The limits' cross-checks, before anything loads (each flag's own range is
+// checked by CLI11): a budget of bodies in flight smaller than one body
+// would refuse every large request; a burst without a rate limits nothing.
+Status check_limits(const ServeArgs& a) {
+  if (a.max_inflight_body_bytes != 0 && a.max_inflight_body_bytes < a.max_body_bytes)
+    return errorf("--max-inflight-body-bytes {} is smaller than --max-request-body-bytes {}: a body of the largest "
+                  "allowed size could never be read (raise it, or 0 for no limit)",
+                  a.max_inflight_body_bytes, a.max_body_bytes);
+  if (a.rate_limit_burst > 0 && a.rate_limit == 0)
+    return errorf("--rate-limit-burst {} needs --rate-limit (requests per second per client)", a.rate_limit_burst);
+  return Status();
+}
+
 int run_serve(ModelOptions mo, const ServeArgs& a) {
   auto fail = [](const Status& s) { return log_error("serve: {}", s.message()), 1; };
   const bool bundled = mo.model.empty();
@@ -92,6 +108,7 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   if (mo.model.empty())
     return fail(errorf("no -m given and no bundled model found (models/m2-demo); set -m DIR or M2CPP_MODEL"));
   if (Status s = mo.check(); !s.ok()) return fail(s);
+  if (Status s = check_limits(a); !s.ok()) return fail(s);
   ShutdownSignals signals;  // before any other thread starts
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -131,6 +148,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   http.retry_after_s = ctx.options.retry_after_s;
   http.max_output_buffer_bytes = a.max_stream_buffer_bytes;
   http.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.stream_stall_timeout * 1000));
+  http.max_inflight_body_bytes = a.max_inflight_body_bytes;
+  http.rate_limit = a.rate_limit;
+  http.rate_limit_burst = a.rate_limit_burst;
   auto srv = server::Server::create(http, ctx);
   if (!srv.ok()) return fail(srv.status());
   (*srv)->start();
@@ -270,6 +290,17 @@ Command make_serve(CLI::App& parent) {
       ->check(int_range(1, 1 << 20));
   app->add_option("--max-request-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
       ->check(int_range(1, kInt64Max));
+  app->add_option("--max-inflight-body-bytes", a->max_inflight_body_bytes,
+                  "Request-body bytes held at once over all connections (received, queued, parsed); a body that "
+                  "does not fit gets 503 + Retry-After (0: no limit)")
+      ->check(int_range(0, kInt64Max));
+  app->add_option("--rate-limit", a->rate_limit,
+                  "Requests per second per client address; more get 429 + Retry-After (0: no limit; /health and "
+                  "/metrics are exempt)")
+      ->check(number_range(0, 1e6));
+  app->add_option("--rate-limit-burst", a->rate_limit_burst,
+                  "Requests a client may send at once before --rate-limit applies (default: max(1, rate))")
+      ->check(number_range(0, 1e6));
   app->add_option("--max-connections", a->max_connections,
                   "Connections open at once; more get 503 + Retry-After (kept under the file descriptor limit)")
       ->check(int_range(1, 1 << 24));

@@ -29,6 +29,10 @@ Result<Json> parse_header_json(std::string_view header, const std::string& path)
   } catch (const Json::parse_error& e) {
     return errorf("{}: header is not valid JSON (byte {} of the header, file offset {}): {}", path,
                   e.byte, e.byte + 8, e.what());
+  } catch (const Json::exception& e) {
+    // out_of_range for a number no integer or double holds (found by
+    // tests/fuzz/fuzz_safetensors.cpp: it escaped, and ended the process).
+    return errorf("{}: header holds JSON that cannot be read: {}", path, json_error_text(e));
   }
   if (!duplicate.empty()) return errorf("{}: tensor '{}' appears twice in the header", path, duplicate);
   return j;

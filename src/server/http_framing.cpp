@@ -130,6 +130,16 @@ FramingVerdict check_request_head(const RequestHead& head) {
     v.target = std::string(target);
   }
   v.path = v.target.substr(0, v.target.find('?'));
+
+  // Accepted so far: chunked if it has a Transfer-Encoding (its only coding),
+  // else sized by a Content-Length if it has one. The parser must agree, or
+  // it would end the body elsewhere and read the rest as the next request.
+  const bool chunked = count(head, "transfer-encoding") > 0;
+  const bool has_length = !chunked && count(head, "content-length") > 0;
+  if ((head.parser_chunked && *head.parser_chunked != chunked) ||
+      (head.parser_has_length && *head.parser_has_length != has_length))
+    return refuse(400, "the request's Transfer-Encoding or Content-Length line cannot be read unambiguously (folded "
+                       "or malformed)");
   return v;
 }
 

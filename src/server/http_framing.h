@@ -14,8 +14,10 @@
 //   POST without Content-Length or Transfer-Encoding     411, close
 //   Expect other than 100-continue                       417, close (RFC 9110 §10.1.1)
 //   a target that is neither a path nor absolute-form    400, close (§3.2)
+//   framing the body's parser reads otherwise          400, close
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +31,13 @@ struct RequestHead {
   std::string target;       // as sent
   // Every header line in order, names lowercased; repeated names repeat.
   std::vector<std::pair<std::string, std::string>> headers;
+  // How the parser that reads the body frames it: its own reading of
+  // Transfer-Encoding and Content-Length. Unset where no parser is involved
+  // (tests of the rules alone). Where the rules and the parser read the
+  // framing differently, the body would end where the rules do not expect
+  // and its rest be taken for the next request: 400, whatever the cause.
+  std::optional<bool> parser_chunked;
+  std::optional<bool> parser_has_length;
 };
 
 struct FramingVerdict {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <thread>
@@ -17,34 +18,6 @@ namespace m2::server {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 
-namespace {
-
-// At most one line a second for an event that can repeat thousands of times
-// a second (refused connections, failed accepts), with the count of the
-// ones not logged.
-class RateLimitedLog {
- public:
-  bool due() {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::seconds(1)) {
-      ++suppressed_;
-      return false;
-    }
-    last_ = now;
-    reported_ = suppressed_;
-    suppressed_ = 0;
-    return true;
-  }
-  std::string suppressed_note() const {
-    return reported_ ? fmt::format(" ({} more since the last line)", reported_) : std::string();
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_{};
-  uint64_t suppressed_ = 0, reported_ = 0;
-};
-
-}  // namespace
 using tcp = net::ip::tcp;
 
 std::string_view HttpRequest::header(std::string_view name) const {
@@ -158,7 +131,12 @@ class HttpServer::Impl {
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed decrement it from their destructors.
   std::atomic<size_t> connections_{0};
-  SessionContext sessions_{config_, handler_, connections_};
+  BodyBudget bodies_{config_.max_inflight_body_bytes ? config_.max_inflight_body_bytes : SIZE_MAX};
+  std::unique_ptr<ClientRateLimiter> rate_limiter_ =
+      config_.rate_limit > 0 ? std::make_unique<ClientRateLimiter>(config_.rate_limit, config_.rate_limit_burst)
+                             : nullptr;
+  RateLimitedLog budget_log_, rate_log_;
+  SessionContext sessions_{config_, handler_, connections_, bodies_, rate_limiter_.get(), budget_log_, rate_log_};
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer accept_timer_{acceptor_.get_executor()};
@@ -185,6 +163,8 @@ int HttpServer::port() const { return impl_->port_; }
 bool HttpServer::loopback() const { return impl_->loopback_; }
 
 size_t HttpServer::num_connections() const { return impl_->connections_.load(); }
+
+size_t HttpServer::body_bytes_in_flight() const { return impl_->bodies_.in_flight(); }
 
 void HttpServer::start() {
   impl_->work_.emplace(impl_->ioc_.get_executor());

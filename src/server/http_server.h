@@ -22,6 +22,8 @@
 
 namespace m2::server {
 
+class BodyReservation;  // request_limits.h
+
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
@@ -33,6 +35,9 @@ struct HttpRequest {
   std::string remote;          // "ip:port" of the client
   bool body_too_large = false; // the body passed the limit and was not read (answer 413)
   std::string request_id;      // set by the server's router (request_headers.h)
+  // The body's bytes as charged to the server-wide budget (request_limits.h),
+  // given back when the request, and so its body, is destroyed.
+  std::shared_ptr<BodyReservation> body_reservation;
 
   // First value of a header (name in lowercase), or "".
   std::string_view header(std::string_view name) const;
@@ -89,6 +94,15 @@ struct HttpServerConfig {
   size_t max_output_buffer_bytes = 256u << 10;
   // A connection over that cap for this long is closed (its work cancelled).
   std::chrono::milliseconds stall_timeout{60000};
+  // Request-body bytes held at once over all connections (received, queued,
+  // being parsed); a body that does not fit gets 503 + Retry-After. 0: no limit.
+  size_t max_inflight_body_bytes = 256u << 20;
+  // Requests a second per client address, in bursts of up to
+  // rate_limit_burst (0: max(1, rate)); past it 429 + Retry-After. 0: no limit.
+  // Paths a monitor polls are exempt.
+  double rate_limit = 0;
+  double rate_limit_burst = 0;
+  std::vector<std::string> rate_limit_exempt_paths = {"/health", "/metrics"};
 };
 
 class HttpServer {
@@ -105,6 +119,8 @@ class HttpServer {
   void stop_accepting();
   // Number of connections open now.
   size_t num_connections() const;
+  // Request-body bytes held now (HttpServerConfig::max_inflight_body_bytes).
+  size_t body_bytes_in_flight() const;
   // Stops every connection and joins the I/O threads.
   void stop();
 

@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <deque>
 #include <optional>
@@ -73,7 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
       : stream_(std::move(socket)), server_(server), stall_timer_(stream_.get_executor()) {
     beast::error_code ec;
     const auto ep = stream_.socket().remote_endpoint(ec);
-    remote_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+    address_ = ec ? std::string("?") : ep.address().to_string();
+    remote_ = ec ? std::string("?") : fmt::format("{}:{}", address_, ep.port());
     ++server_.connections;
   }
   ~Session() { --server_.connections; }
@@ -178,6 +180,10 @@ class Session : public std::enable_shared_from_this<Session> {
     head.method = str(msg.method_string());
     head.target = str(msg.target());
     for (const auto& field : msg) head.headers.emplace_back(lowercase(str(field.name_string())), str(field.value()));
+    if (parser_->is_header_done()) {  // not after body_limit: Beast then stops before marking the head done
+      head.parser_chunked = parser_->chunked();
+      head.parser_has_length = parser_->content_length().has_value();
+    }
     const FramingVerdict verdict = check_request_head(head);
     if (!verdict.ok()) return reject(verdict.status, verdict.message);
 
@@ -190,8 +196,16 @@ class Session : public std::enable_shared_from_this<Session> {
     head_only_ = request_.method == "HEAD";
     http10_ = head.version < 11;
     keep_alive_ = msg.keep_alive();
+    if (over_rate()) return;
     if (ec == http::error::body_limit) return body_too_large();
+    // The body is charged to the server-wide budget before it is read: all
+    // of a Content-Length at once (Beast reserves that much), a chunked body
+    // as it grows (read_body).
+    reservation_ = std::make_shared<BodyReservation>(server_.bodies);
+    if (!reservation_->grow_to(std::max(msg.body().capacity(), size_t(parser_->content_length().value_or(0)))))
+      return budget_full();
     if (parser_->is_done()) return dispatch();
+    parser_->eager(true);
     if (!verdict.expects_continue) return read_body();
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -200,14 +214,48 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // Piece by piece, so that a chunked body is charged to the budget as it
+  // grows and refused once it no longer fits.
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (connection_gone(ec)) return self->close();
       if (ec == http::error::body_limit) return self->body_too_large();
       if (ec) return self->reject(400, "bad HTTP request body: " + ec.message());
-      self->request_.body = std::move(self->parser_->get().body());
+      if (!self->reservation_->grow_to(self->parser_->get().body().capacity())) return self->budget_full();
+      if (!self->parser_->is_done()) return self->read_body();
       self->dispatch();
     });
+  }
+
+  // Request bodies in flight over all connections would pass
+  // --max-inflight-body-bytes: 503 now, before (more of) this one is read.
+  void budget_full() {
+    if (server_.budget_log.due())
+      log_warn("request bodies in flight at the limit ({} of --max-inflight-body-bytes {} bytes): refusing a {}-byte "
+               "body from {} with 503{}",
+               server_.bodies.in_flight(), server_.bodies.limit(),
+               std::max(reservation_->held(), size_t(parser_->content_length().value_or(0))), remote_,
+               server_.budget_log.suppressed_note());
+    reservation_.reset();
+    reject(503, "the server holds too many request bodies at once; retry later",
+           {{"Retry-After", std::to_string(server_.config.retry_after_s)}});
+  }
+
+  // The client's address is over --rate-limit: 429 with the seconds until
+  // its next request may come. Monitoring paths (/health) are never limited.
+  bool over_rate() {
+    if (!server_.rate_limiter) return false;
+    const auto& exempt = server_.config.rate_limit_exempt_paths;
+    if (std::find(exempt.begin(), exempt.end(), request_.path) != exempt.end()) return false;
+    const double wait = server_.rate_limiter->admit(address_);
+    if (wait <= 0) return false;
+    const int retry_after = std::max(1, static_cast<int>(std::ceil(wait)));
+    if (server_.rate_log.due())
+      log_warn("{}: over --rate-limit {} requests/s: {} {} refused with 429{}", remote_, server_.rate_limiter->rate(),
+               request_.method, request_.path, server_.rate_log.suppressed_note());
+    reject(429, fmt::format("too many requests from {}; retry in {} s", address_, retry_after),
+           {{"Retry-After", std::to_string(retry_after)}});
+    return true;
   }
 
   // The body is not read: the handler answers 413 and the connection closes.
@@ -219,7 +267,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Malformed HTTP: there is no request to hand to the API layer. The
   // connection closes after the answer (what follows cannot be framed).
-  void reject(int status, std::string message) {
+  void reject(int status, std::string message, Headers headers = {}) {
+    parser_.reset();  // what was read of the body is never used: give its bytes back now
+    reservation_.reset();
     keep_alive_ = false;
     head_only_ = false;
     state_ = State::kHandling;
@@ -228,10 +278,13 @@ class Session : public std::enable_shared_from_this<Session> {
     r.status = status;
     r.content_type = "text/plain";
     r.body = std::move(message) + "\n";
+    r.headers = std::move(headers);
     respond(serial_, std::move(r));
   }
 
   void dispatch() {
+    if (parser_ && !request_.body_too_large) request_.body = std::move(parser_->get().body());
+    request_.body_reservation = std::move(reservation_);
     parser_.reset();
     state_ = State::kHandling;
     ++serial_;
@@ -366,7 +419,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   SessionContext& server_;
-  std::string remote_;
+  std::string remote_;   // "ip:port"
+  std::string address_;  // ip: the rate limit's key
   beast::flat_buffer buffer_;
   static constexpr size_t kHeaderLimitBytes = 64 * 1024;
   static constexpr size_t kLingerChunk = 4096;
@@ -375,6 +429,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;     // the one being read
+  std::shared_ptr<BodyReservation> reservation_;  // its body's bytes, charged to the server's budget
   bool head_only_ = false;  // HEAD: headers without the body
   bool http10_ = false;     // an HTTP/1.0 client: no chunked coding, no keep-alive for streams
   std::unique_ptr<char[]> linger_buffer_;

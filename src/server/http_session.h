@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "server/http_server.h"
+#include "server/request_limits.h"
 
 namespace m2::server {
 
@@ -21,6 +22,10 @@ struct SessionContext {
   const HttpServerConfig& config;
   const HttpHandler& handler;
   std::atomic<size_t>& connections;  // sessions alive: each counts itself in and out
+  BodyBudget& bodies;                // request-body bytes in flight, all connections
+  ClientRateLimiter* rate_limiter;   // null: no per-client limit
+  RateLimitedLog& budget_log;        // "bodies in flight at the limit" lines
+  RateLimitedLog& rate_log;          // "client over its rate" lines
 };
 
 // Serves an accepted socket; the session keeps itself alive until it closes.

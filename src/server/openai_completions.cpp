@@ -12,11 +12,6 @@
 namespace m2::server {
 namespace {
 
-struct PromptInput {
-  std::vector<int32_t> tokens;
-  std::string text;  // as given, or decoded from the ids (echo, replay matching)
-};
-
 Result<std::vector<int32_t>> token_list(const OrderedJson& list, int vocab, size_t which) {
   std::vector<int32_t> ids;
   for (const auto& v : list) {
@@ -180,55 +175,53 @@ class CompletionGeneration final : public OpenAiGeneration {
 
 }  // namespace
 
-void handle_completions(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
-                        std::shared_ptr<ResponseWriter> writer) {
-  auto fail = [&](const Status& s) { respond_error(ctx, request, *writer, bad_request(s.message()), ApiFlavor::kOpenAI); };
-  auto r = parse_openai_request(body, ctx.defaults, LogprobsStyle::kCompletion);
-  if (!r.ok()) return fail(r.status());
-  auto echo = opt_bool(body, "echo");
-  if (!echo.ok()) return fail(echo.status());
+Result<CompletionRequest> parse_completion_request(const ServerContext& ctx, const OrderedJson& body) {
+  CompletionRequest out;
+  M2_ASSIGN_OR_RETURN(out.openai, parse_openai_request(body, ctx.defaults, LogprobsStyle::kCompletion));
+  M2_ASSIGN_OR_RETURN(const std::optional<bool> echo, opt_bool(body, "echo"));
+  out.echo = echo.value_or(false);
   if (auto suffix = opt_string(body, "suffix"); !suffix.ok() || (*suffix && !(*suffix)->empty()))
-    return fail(errorf("'suffix' is not supported"));
-  auto prompts = read_prompts(body, *ctx.tokenizer, ctx.vocab_size);
-  if (!prompts.ok()) return fail(prompts.status());
-  auto routing = parse_routing_fields(body, ctx);
-  if (!routing.ok()) return fail(routing.status());
-  if (routing->replay && prompts->size() > 1) return fail(errorf("routing_replay takes one prompt, got {}", prompts->size()));
-  const SamplingRequest& sampling = r->sampling;
-  if (prompts->size() * static_cast<size_t>(sampling.params.n) > 1024)
-    return fail(errorf("too many completions in one request (prompts x n > 1024)"));
+    return errorf("'suffix' is not supported");
+  M2_ASSIGN_OR_RETURN(out.prompts, read_prompts(body, *ctx.tokenizer, ctx.vocab_size));
+  M2_ASSIGN_OR_RETURN(const RoutingFields routing, parse_routing_fields(body, ctx));
+  if (routing.replay && out.prompts.size() > 1)
+    return errorf("routing_replay takes one prompt, got {}", out.prompts.size());
+  out.return_routed_experts = routing.return_routed_experts;
+  const SamplingRequest& sampling = out.openai.sampling;
+  if (out.prompts.size() * static_cast<size_t>(sampling.params.n) > 1024)
+    return errorf("too many completions in one request (prompts x n > 1024)");
   const bool want_logprobs = sampling.params.logprobs >= 0;
   // An output format constrains each completion from its first token (a
   // completion prompt opens no reasoning the server knows of).
-  auto format = read_output_format(body);
-  if (!format.ok()) return fail(format.status());
+  M2_ASSIGN_OR_RETURN(const auto format, read_output_format(body));
   std::shared_ptr<const Constraint> constraint;
-  if (*format) {
-    auto c = compile_constraint(ctx, (*format)->source, (*format)->field);
-    if (!c.ok()) return fail(c.status());
-    constraint = *c;
+  if (format) {
+    M2_ASSIGN_OR_RETURN(constraint, compile_constraint(ctx, format->source, format->field));
   }
-  std::vector<EngineJob> jobs;
-  for (const PromptInput& p : *prompts) {
+  for (const PromptInput& p : out.prompts) {
     SamplingRequest s = sampling;
-    Status fit = fit_to_context(s, static_cast<int64_t>(p.tokens.size()), ctx.max_model_len, false);
-    if (!fit.ok()) return fail(fit);
+    M2_RETURN_IF_ERROR(fit_to_context(s, static_cast<int64_t>(p.tokens.size()), ctx.max_model_len, false));
     // echo with logprobs reports the prompt tokens' logprobs too.
     s.params.constraint = constraint;
-    if (echo->value_or(false) && want_logprobs) s.params.prompt_logprobs = std::max(s.params.prompt_logprobs, s.params.logprobs);
+    if (out.echo && want_logprobs) s.params.prompt_logprobs = std::max(s.params.prompt_logprobs, s.params.logprobs);
     if (ctx.replay) {
       if (auto replay = ctx.replay->select(p.text)) s.params.forced_tokens = std::move(*replay);
     }
-    Status routed = apply_routing_fields(*routing, static_cast<int64_t>(p.tokens.size()), &s.params);
-    if (!routed.ok()) return fail(routed);
-    Status valid = s.params.validate(ctx.vocab_size);
-    if (!valid.ok()) return fail(valid);
-    jobs.push_back({p.tokens, std::move(s.params)});
+    M2_RETURN_IF_ERROR(apply_routing_fields(routing, static_cast<int64_t>(p.tokens.size()), &s.params));
+    M2_RETURN_IF_ERROR(s.params.validate(ctx.vocab_size));
+    out.jobs.push_back({p.tokens, std::move(s.params)});
   }
-  auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, *r, std::move(*prompts),
-                                                    echo->value_or(false));
-  gen->return_routed_ = routing->return_routed_experts;
-  gen->start(std::move(jobs));
+  return out;
+}
+
+void handle_completions(ServerContext& ctx, const HttpRequest& request, const OrderedJson& body,
+                        std::shared_ptr<ResponseWriter> writer) {
+  auto r = parse_completion_request(ctx, body);
+  if (!r.ok()) return respond_error(ctx, request, *writer, bad_request(r.status().message()), ApiFlavor::kOpenAI);
+  auto gen = std::make_shared<CompletionGeneration>(ctx, std::move(writer), request, r->openai, std::move(r->prompts),
+                                                    r->echo);
+  gen->return_routed_ = r->return_routed_experts;
+  gen->start(std::move(r->jobs));
 }
 
 }  // namespace m2::server

@@ -28,6 +28,24 @@ struct OpenAiRequest {
 Result<OpenAiRequest> parse_openai_request(const OrderedJson& body, const SamplingParams& defaults,
                                            LogprobsStyle style);
 
+// /v1/completions: one prompt of `prompt` (text, token ids, or a list of either).
+struct PromptInput {
+  std::vector<int32_t> tokens;
+  std::string text;  // as given, or decoded from the ids (echo, replay matching)
+};
+
+// A /v1/completions body checked and turned into its engine jobs (one per
+// prompt), all before anything is started: what the route does with a body,
+// and what the request fuzzer (tests/fuzz/fuzz_request_json.cpp) drives.
+struct CompletionRequest {
+  OpenAiRequest openai;
+  bool echo = false;
+  bool return_routed_experts = false;
+  std::vector<PromptInput> prompts;
+  std::vector<EngineJob> jobs;
+};
+Result<CompletionRequest> parse_completion_request(const ServerContext& ctx, const OrderedJson& body);
+
 class OpenAiGeneration : public Generation {
  protected:
   // `id_prefix`: "chatcmpl-", "cmpl-" (a random suffix follows).

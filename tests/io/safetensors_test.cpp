@@ -69,6 +69,13 @@ TEST_F(SafetensorsTest, HeaderLengthOverLimit) {
 
 TEST_F(SafetensorsTest, HeaderNotJson) { expect_error(open_raw("{\"a\": [1, 2", 0), "not valid JSON"); }
 
+TEST_F(SafetensorsTest, NumberNoTypeHoldsIsAnErrorNotAnException) {
+  // Found by tests/fuzz/fuzz_safetensors.cpp: the JSON parser's out_of_range
+  // escaped the loader (only its parse_error was caught) and ended the process.
+  expect_error(open_raw("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 7E777]}}", 0),
+               "cannot be read");
+}
+
 TEST_F(SafetensorsTest, HeaderNotObject) { expect_error(open_raw("[1, 2, 3]", 0), "expected an object"); }
 
 TEST_F(SafetensorsTest, UnknownDtype) {

@@ -115,5 +115,30 @@ TEST(HttpFraming, TransferCodingsList) {
             (std::vector<std::string>{"a", "b", "c"}));
 }
 
+TEST(HttpFraming, FramingTheParserReadsOtherwiseIs400) {
+  // The rules read the framing headers one way, Beast (which reads the
+  // body) another: the body would end where the rules do not expect, and
+  // its rest be read as the next request. Refused whenever they differ,
+  // whatever line makes them differ.
+  RequestHead h = head({{"host", "x"}, {"transfer-encoding", "chunked"}});
+  h.parser_chunked = false;
+  h.parser_has_length = false;
+  const FramingVerdict v = check_request_head(h);
+  EXPECT_EQ(v.status, 400);
+  EXPECT_NE(v.message.find("cannot be read unambiguously"), std::string::npos) << v.message;
+  h.parser_chunked = true;
+  EXPECT_EQ(status(h), 0);
+  RequestHead sized = head({{"host", "x"}, {"content-length", "5"}});
+  sized.parser_chunked = false;
+  sized.parser_has_length = false;  // the parser saw no length: it would read no body
+  EXPECT_EQ(status(sized), 400);
+  sized.parser_has_length = true;
+  EXPECT_EQ(status(sized), 0);
+  RequestHead get = head({{"host", "x"}}, "GET");
+  get.parser_chunked = false;
+  get.parser_has_length = false;
+  EXPECT_EQ(status(get), 0);
+}
+
 }  // namespace
 }  // namespace m2::server

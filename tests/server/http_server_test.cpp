@@ -19,38 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "socket_client.h"
+
 namespace m2::server {
 namespace {
 
-// One request on a fresh connection; returns everything the server sent.
-std::string roundtrip(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return "";
-  }
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  (void)!write(fd, request.data(), request.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-std::string get(int port, const std::string& path) {
-  return roundtrip(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-}
-
-std::string post(int port, const std::string& path, const std::string& body) {
-  return roundtrip(port, "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body);
-}
+using testing::get;
+using testing::post;
+using testing::roundtrip;
 
 TEST(ServerBeforeReady, HealthIs503AndGenerationWaits) {
   ServerContext ctx;
@@ -157,6 +133,12 @@ HttpHandler ok_handler() {
 }
 
 TEST(HttpServer, AcceptBacksOffWhenFileDescriptorsRunOut) {
+#ifdef M2CPP_SANITIZED
+  // UBSan's vptr check tests memory through a pipe; with no descriptor left
+  // it fails and reports a false vptr error (seen in fmt's buffer). The
+  // normal build runs this test, and test_abuse_run.py exhausts descriptors live.
+  GTEST_SKIP() << "needs free file descriptors under UBSan";
+#endif
   HttpServerConfig config;
   config.port = 0;
   auto server = HttpServer::create(config, ok_handler());
@@ -286,6 +268,22 @@ TEST_F(FramingTest, TransferEncodingNotEndingInChunkedIsRefusedNotSmuggled) {
   EXPECT_EQ(both.rfind("HTTP/1.1 400", 0), 0u) << both;
   EXPECT_EQ(count_of(both, "HTTP/1.1 "), 1u) << both;
   EXPECT_TRUE(paths().empty());
+}
+
+TEST_F(FramingTest, AFoldedTransferEncodingIsReadAsOneLine) {
+  // A fold hiding a final coding: "chunked, gzip" is refused, nothing after it served.
+  const std::string hidden = send("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n , gzip\r\n\r\n"
+                                  "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(hidden.rfind("HTTP/1.1 400", 0), 0u) << hidden;
+  EXPECT_EQ(count_of(hidden, "HTTP/1.1 "), 1u) << hidden;
+  EXPECT_TRUE(paths().empty());
+  // A folded "chunked": the rules and Beast both read a chunked body, which
+  // ends at its last chunk; the request after it is a pipelined one.
+  const std::string folded = send("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n"
+                                  "2\r\nhi\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(folded.rfind("HTTP/1.1 200", 0), 0u) << folded;
+  EXPECT_NE(folded.find("POST /a hi"), std::string::npos) << folded;
+  EXPECT_EQ(paths(), (std::vector<std::string>{"/a", "/next"}));
 }
 
 TEST_F(FramingTest, UnknownCodingsAre501AndChunkedBodiesAreRead) {

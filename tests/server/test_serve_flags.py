@@ -37,6 +37,10 @@ def serve(*args, timeout=30):
     ("--num-layers", "0", "[1, "),
     ("--gpu-memory-utilization", "1.5", "(0, 1]"),
     ("--port", "80x", "[0, 65535]"),
+    ("--max-inflight-body-bytes", "-1", "[0, "),
+    ("--rate-limit", "-2", "[0, "),
+    ("--rate-limit", "inf", "[0, "),
+    ("--rate-limit-burst", "nan", "[0, "),
 ])
 def test_out_of_range_flags_are_refused_before_loading(flag, value, allowed):
     r = serve(flag, value)
@@ -50,7 +54,10 @@ def test_flags_that_cannot_work_are_refused_before_loading():
                          (("--served-model-name", ""), "--served-model-name: must not be empty"),
                          (("--gpu-memory-utilization", "0.5"), "--gpu-memory-utilization applies to --device cuda"),
                          (("--host", "no-such-host.invalid"), "--host no-such-host.invalid"),
-                         (("--replay", "/nonexistent/replay.json"), "--replay")]:
+                         (("--replay", "/nonexistent/replay.json"), "--replay"),
+                         (("--max-request-body-bytes", "2000", "--max-inflight-body-bytes", "1000"),
+                          "--max-inflight-body-bytes 1000 is smaller than --max-request-body-bytes 2000"),
+                         (("--rate-limit-burst", "5"), "--rate-limit-burst 5 needs --rate-limit")]:
         r = serve(*args)
         assert r.returncode != 0 and needle in r.stderr, (args, r.stderr)
         assert "ready" not in r.stderr

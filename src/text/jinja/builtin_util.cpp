@@ -22,7 +22,9 @@ Status bind_args(std::string_view function, const CallArgs& args, std::initializ
   }
   for (size_t i = 0; i < args.positional.size(); ++i) (*bound)[i] = &args.positional[i];
   for (const auto& [name, value] : args.keywords) {
-    auto it = std::find_if(params.begin(), params.end(), [&](const char* p) { return name == p; });
+    // A copy of the binding's reference: clang 14 cannot capture a structured binding.
+    const auto& key = name;
+    auto it = std::find_if(params.begin(), params.end(), [&](const char* p) { return key == p; });
     if (it == params.end()) return errorf("{}() got an unexpected keyword argument '{}'", function, name);
     size_t i = size_t(it - params.begin());
     if ((*bound)[i]) return errorf("{}() got multiple values for argument '{}'", function, name);

@@ -18,6 +18,12 @@ constexpr CategoryMask category_bit(GeneralCategory c) { return CategoryMask{1} 
 
 GeneralCategory general_category(char32_t c);
 
+// Declared before CodepointSet::operator== uses it: clang looks it up there
+// (GCC only where the comparison is instantiated, after the class).
+inline bool operator==(const CodepointRange& a, const CodepointRange& b) {
+  return a.first == b.first && a.last == b.last;
+}
+
 // Sorted, disjoint, non-adjacent inclusive ranges; membership in O(log n)
 // with an ASCII bitmap in front.
 class CodepointSet {
@@ -43,10 +49,6 @@ class CodepointSet {
   std::vector<CodepointRange> ranges_;
   uint64_t ascii_[2] = {0, 0};
 };
-
-inline bool operator==(const CodepointRange& a, const CodepointRange& b) {
-  return a.first == b.first && a.last == b.last;
-}
 
 // The sets HF uses, each built once on first use (thread-safe).
 const CodepointSet& white_space_set();                // Oniguruma \s, char::is_whitespace, regex \s
