@@ -395,7 +395,7 @@ void bench_sample(Bench& b, std::vector<int64_t> rows_list) {
       const auto* d_args = b.device_array(args);
       auto* d_out = b.device_array(std::vector<cuda::SampleRowResult>(R));
       const double us = b.time_us(100, [&](int) {
-        require(cuda::launch_sample(lg.data, R, V, d_args, nullptr, d_out, static_cast<cudaStream_t>(cuda_stream(b.gpu()))),
+        require(cuda::launch_sample(lg.data, R, V, d_args, nullptr, nullptr, d_out, static_cast<cudaStream_t>(cuda_stream(b.gpu()))),
                 "sample");
       });
       b.add(fmt::format("sample {} R={}", greedy ? "greedy" : "top-k/p", R), dims(R, V), us, R * V * 4.0);

@@ -229,8 +229,8 @@ Result<StepResult> Engine::run(StepBatch& batch) {
   r.sampled.resize(batch.sample_rows.size());
   // Rows under a grammar: their masks are computed on a helper thread while
   // the forward runs (the grammar's state needs the previous step's token,
-  // not this step's logits), and those rows are sampled on the host, where
-  // the masks are (the GPU sampler takes no mask; their logits come over).
+  // not this step's logits) and handed to the backend's sampler with the
+  // rows (a bitmask per row; the GPU applies it where the logits are).
   std::vector<size_t> constrained;
   for (size_t i = 0; i < batch.sample_rows.size(); ++i) {
     const Sequence& seq = *batch.chunks[batch.sample_chunk[i]].seq;
@@ -243,34 +243,17 @@ Result<StepResult> Engine::run(StepBatch& batch) {
         prepare_constrained_row(*batch.chunks[batch.sample_chunk[i]].seq, batch.sample_rows[i]);
     });
   }
-  if (!batch.full_logits && constrained.empty()) {
+  auto join_masks = [&masks] {
+    if (masks.valid()) masks.get();  // before the rows are read (and before returning: the task reads the batch)
+  };
+  if (!batch.full_logits) {
     // Sampling where the logits are: only the tokens come back.
-    M2_RETURN_IF_ERROR(model_.forward_sample(batch.input, *cache_, batch.sample_rows, r.sampled));
+    M2_RETURN_IF_ERROR(model_.forward_sample(batch.input, *cache_, batch.sample_rows, r.sampled, join_masks));
     return r;
   }
   const int64_t V = model_.config().vocab_size;
-  if (!batch.full_logits) {
-    // The unconstrained rows sample where the logits are; the constrained
-    // rows' logits come to the host (800 KB a row at 200K) and are sampled
-    // there with their masks. The backend's draw for them is a forced
-    // token 0 without logprobs (no work), replaced below. Each sampling
-    // chunk has exactly one logit row here: sample row i is logit row i.
-    std::vector<SampleRow> device_rows(batch.sample_rows.begin(), batch.sample_rows.end());
-    SampleRow placeholder;
-    placeholder.logprobs = -1;
-    placeholder.forced = 0;
-    for (size_t i : constrained) device_rows[i] = placeholder;
-    const Status fwd = model_.forward_sample(batch.input, *cache_, device_rows, r.sampled, constrained, &logits_);
-    masks.get();  // before returning: the task reads the batch
-    M2_RETURN_IF_ERROR(fwd);
-    ThreadPool::global().parallel_for(static_cast<int64_t>(constrained.size()), [&](int64_t j, int) {
-      std::span<float> lg(logits_.data() + j * V, static_cast<size_t>(V));
-      r.sampled[constrained[j]] = sample_row(lg, batch.sample_rows[constrained[j]]);
-    });
-    return r;
-  }
   const Status fwd = model_.forward(batch.input, *cache_, &logits_);
-  if (masks.valid()) masks.get();  // before returning: the task reads the batch
+  join_masks();
   M2_RETURN_IF_ERROR(fwd);
   // The host path (the same math as Backend::sample), one sequence per task.
   ThreadPool::global().parallel_for(static_cast<int64_t>(batch.sample_rows.size()), [&](int64_t i, int) {

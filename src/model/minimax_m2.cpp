@@ -77,21 +77,14 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
 }
 
 Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<const SampleRow> rows,
-                                 std::span<SampledToken> out, std::span<const size_t> host_rows,
-                                 std::vector<float>* host_logits) {
+                                 std::span<SampledToken> out, const std::function<void()>& before_sample) {
   if (rows.size() != in.logit_rows.size())
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
-  for (size_t r : host_rows)
-    if (r >= rows.size()) return errorf("forward_sample: host row {} of {} rows", r, rows.size());
-  M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
-  if (lg.rows == 0) return Status();
-  // Copied before sampling: a backend may edit the rows it samples in place.
-  const int64_t V = lg.cols;
-  host_logits->resize(host_rows.size() * static_cast<size_t>(V));
-  for (size_t j = 0; j < host_rows.size(); ++j)
-    backend_.copy_to_host(lg.data + static_cast<int64_t>(host_rows[j]) * V, host_logits->data() + j * V,
-                          static_cast<size_t>(V) * sizeof(float));
-  return backend_.sample(lg, rows, out);
+  Result<Act> lg = run(in, cache);
+  before_sample();  // also after a failed step: the caller's task may read what the step reads
+  if (!lg.ok()) return lg.status();
+  if (lg->rows == 0) return Status();
+  return backend_.sample(*lg, rows, out);
 }
 
 Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {

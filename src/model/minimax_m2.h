@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -61,14 +62,11 @@ class MiniMaxM2 {
   // The expert ids of the last step that asked for them (capture_routing):
   // [layers, T, top_k].
   std::span<const int32_t> last_routing() const { return routing_host_; }
-  // The same, but first brings the logit rows `host_rows` (indices into
-  // rows) to `host_logits` [host_rows.size(), vocab_size] (fp32, host, raw:
-  // before any edit) for the caller to sample there (constrained rows,
-  // whose masks are on the host); their out[] entries are the backend's
-  // draw from rows[i] and are the caller's to replace.
+  // The same, calling `before_sample` once the forward pass is queued and
+  // before the rows are sampled (the engine joins the task that fills the
+  // rows' token masks there: the masks are built while the forward runs).
   Status forward_sample(const StepInput& in, KvCache& cache, std::span<const SampleRow> rows,
-                        std::span<SampledToken> out, std::span<const size_t> host_rows,
-                        std::vector<float>* host_logits);
+                        std::span<SampledToken> out, const std::function<void()>& before_sample);
 
  private:
   // The step's logits [logit_rows, vocab_size] in backend memory (no rows:

@@ -224,7 +224,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer fi_q_{"FlashInfer q"}, fi_o_{"FlashInfer o"}, fi_k_{"FlashInfer k pages"}, fi_v_{"FlashInfer v pages"};
   std::vector<uint8_t> attn_meta_host_;
   // The sampler's (sampling/backend_sampling.cpp), after the step's graph.
-  DeviceArray sample_args_{"sampling rows", false}, sample_edits_{"sampling edits", false};
+  DeviceArray sample_args_{"sampling rows", false}, sample_edits_{"sampling edits", false},
+      sample_masks_{"sampling token masks", false};
   DeviceBuffer sample_results_{"sampling results", false};
   std::vector<SampleRowResult> sample_results_host_;
   Bf16Matmul bf16_matmul_{options_.bf16_gemm};  // BF16 weights x many tokens (bf16_matmul.h)

@@ -21,6 +21,8 @@ Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::spa
   auto timer = timed([&] { return fmt::format("sample R={}", rows.size()); });
   std::vector<SampleRowArgs> args(rows.size());
   std::vector<LogitEdit> edits;
+  std::vector<uint32_t> masks;  // the rows' token masks, one after another
+  const size_t mask_words = static_cast<size_t>((logits.cols + 31) / 32);
   for (size_t r = 0; r < rows.size(); ++r) {
     const SampleRow& x = rows[r];
     SampleRowArgs& a = args[r];
@@ -32,12 +34,18 @@ Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::spa
     a.first_edit = static_cast<int32_t>(edits.size());
     a.num_edits = static_cast<int32_t>(e.size());
     edits.insert(edits.end(), e.begin(), e.end());
+    if (!x.allowed.empty()) {  // (check_sample_args: at least mask_words words)
+      a.mask = static_cast<int64_t>(masks.size());
+      masks.insert(masks.end(), x.allowed.begin(), x.allowed.begin() + static_cast<std::ptrdiff_t>(mask_words));
+    }
   }
   const auto* d_args = static_cast<const SampleRowArgs*>(sample_args_.upload(args, stream_));
   const auto* d_edits = edits.empty() ? nullptr : static_cast<const LogitEdit*>(sample_edits_.upload(edits, stream_));
+  const auto* d_masks = masks.empty() ? nullptr : static_cast<const uint32_t*>(sample_masks_.upload(masks, stream_));
   auto* d_results = static_cast<SampleRowResult*>(sample_results_.reserve(rows.size() * sizeof(SampleRowResult), stream_));
-  check(launch_sample(logits.data, logits.rows, logits.cols, d_args, d_edits, d_results, stream_), "sample", [&] {
-    return fmt::format("sample of logits [{}, {}] ({} edits)", logits.rows, logits.cols, edits.size());
+  check(launch_sample(logits.data, logits.rows, logits.cols, d_args, d_edits, d_masks, d_results, stream_), "sample", [&] {
+    return fmt::format("sample of logits [{}, {}] ({} edits, {} masked rows)", logits.rows, logits.cols, edits.size(),
+                       masks.size() / std::max<size_t>(mask_words, 1));
   });
   sample_results_host_.resize(rows.size());
   copy_to_host(d_results, sample_results_host_.data(), rows.size() * sizeof(SampleRowResult));

@@ -276,7 +276,8 @@ __device__ bool gumbel_key(float v, int32_t id, float max_v, const SampleRowArgs
 
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 2)
     sample_kernel(const float* __restrict__ logits, int64_t V, int chunk, const SampleRowArgs* __restrict__ args,
-                  const LogitEdit* __restrict__ edits, SampleRowResult* __restrict__ results) {
+                  const LogitEdit* __restrict__ edits, const uint32_t* __restrict__ masks,
+                  SampleRowResult* __restrict__ results) {
   extern __shared__ __align__(16) unsigned char smem[];
   u64* h_mass = reinterpret_cast<u64*>(smem);  // in block 0 also the candidate list
   uint32_t* h_count = reinterpret_cast<uint32_t*>(h_mass + kBins);
@@ -350,6 +351,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 2)
     const LogitEdit ed = edits[a.first_edit + e];
     const int j = ed.id - lo;
     if (j >= 0 && j < n) vals[j] = apply_logit_edit(vals[j], ed, a.repetition_penalty);
+  }
+  // ... and its token mask: disallowed tokens leave the draw (not a forced
+  // row's: as the CPU, model/sampling.cpp). The raw logprobs above are of
+  // the unmasked row, as there.
+  if (a.mask >= 0 && a.forced < 0) {
+    __syncthreads();  // the edits are done (an edited token may also be masked)
+    const uint32_t* m = masks + a.mask;
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const int id = lo + j;
+      if (!((m[id >> 5] >> (id & 31)) & 1u)) vals[j] = -INFINITY;
+    }
   }
 
   // 3. The token: forced; greedy (the best rank key: lowest id on ties, token
@@ -461,7 +473,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 2)
 
 __global__ void __launch_bounds__(kThreads, 2)
     sample_kernel(const float* __restrict__ logits, int64_t V, int chunk, const SampleRowArgs* __restrict__ args,
-                  const LogitEdit* __restrict__ edits, SampleRowResult* __restrict__ results) {
+                  const LogitEdit* __restrict__ edits, const uint32_t* __restrict__ masks,
+                  SampleRowResult* __restrict__ results) {
   __trap();
 }
 
@@ -472,14 +485,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 int64_t sample_max_vocab() { return std::min<int64_t>(kMaxChunk * kCluster, kSampleMaxVocab); }
 
 cudaError_t launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleRowArgs* args,
-                          const LogitEdit* edits, SampleRowResult* results, cudaStream_t stream) {
+                          const LogitEdit* edits, const uint32_t* masks, SampleRowResult* results,
+                          cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (vocab < 1 || vocab > sample_max_vocab() || rows > 65535) return cudaErrorInvalidValue;
   const int chunk = static_cast<int>(ceil_div(ceil_div(vocab, kCluster), 4) * 4);
   const size_t smem = kHistBytes + static_cast<size_t>(chunk) * sizeof(float);
   if (const cudaError_t e = allow_dynamic_smem(sample_kernel, smem); e != cudaSuccess) return e;
   sample_kernel<<<dim3(kCluster, static_cast<unsigned>(rows)), kThreads, smem, stream>>>(logits, vocab, chunk, args,
-                                                                                        edits, results);
+                                                                                        edits, masks, results);
   return cudaGetLastError();
 }
 

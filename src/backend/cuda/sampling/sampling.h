@@ -20,6 +20,7 @@ struct SampleRowArgs {
   int32_t logprobs = -1;       // -1: none, else 0..kMaxLogprobs
   int32_t forced = -1;
   int32_t first_edit = 0, num_edits = 0;  // its LogitEdits (ascending ids) in the edit array
+  int64_t mask = -1;  // its token mask (SampleRow::allowed: bit i of word i / 32) at this word of the mask array; -1: none
 };
 
 // What comes back per row.
@@ -35,8 +36,10 @@ struct SampleRowResult {
 // its share of a row in shared memory).
 int64_t sample_max_vocab();
 
-// logits [rows, vocab] fp32; rows/edits/results device arrays.
+// logits [rows, vocab] fp32; rows/edits/masks/results device arrays (masks
+// may be null when no row has one).
 cudaError_t launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleRowArgs* args,
-                          const LogitEdit* edits, SampleRowResult* results, cudaStream_t stream);
+                          const LogitEdit* edits, const uint32_t* masks, SampleRowResult* results,
+                          cudaStream_t stream);
 
 }  // namespace m2::cuda

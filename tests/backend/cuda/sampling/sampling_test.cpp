@@ -187,6 +187,45 @@ TEST_F(Sampling, PenaltiesBansAndForcedTokensMatchTheCpu) {
   EXPECT_EQ(g[7].id, 1);
 }
 
+// Token masks (constrained decoding, SampleRow::allowed): the GPU draws only
+// allowed tokens, with the CPU's ids and raw logprobs, greedy and seeded,
+// with top-k / top-p, edits on masked tokens, a mask allowing one token, and
+// rows without a mask beside masked ones; a forced row ignores its mask.
+TEST_F(Sampling, TokenMasksMatchTheCpu) {
+  HostTensors h(15);
+  const int64_t R = 12, W = (kVocab + 31) / 32;
+  const std::vector<float> l = model_like(h, R, kVocab);
+  std::vector<std::vector<uint32_t>> masks(R, std::vector<uint32_t>(W, 0));
+  std::vector<std::vector<LogitBias>> bias(R);
+  std::vector<SampleRow> rows(R);
+  for (int64_t r = 0; r < R; ++r) {
+    SampleRow& x = rows[r];
+    for (int64_t i = 0; i < kVocab; ++i)  // about 1 in 7 allowed, including odd words and the last one
+      if ((h.rng()() % 7) == 0) masks[r][i / 32] |= 1u << (i % 32);
+    x.temperature = r % 3 == 0 ? 0.0f : 0.9f;
+    x.seed = 500 + r, x.step = r, x.logprobs = 2;
+    if (r % 4 == 1) x.top_k = 20;
+    if (r % 4 == 2) x.top_p = 0.7f;
+    bias[r] = {{0, 50.0f}, {123, 40.0f}};  // the strongest tokens, allowed only where the mask says
+    x.logit_bias = bias[r];
+    x.allowed = masks[r];
+  }
+  masks[5].assign(W, 0), masks[5][99999 / 32] = 1u << (99999 % 32);  // one token allowed
+  rows[5].allowed = masks[5];
+  rows[8].allowed = {};                                                // no mask beside masked rows
+  rows[10].forced = 7;                                                 // forced: the mask does not apply
+  std::vector<SampledToken> g, c;
+  run(l, kVocab, rows, &g, &c);
+  expect_same(g, c, "masks", &l, kVocab);
+  for (int64_t r = 0; r < R; ++r) {
+    if (rows[r].allowed.empty() || rows[r].forced >= 0) continue;
+    const int32_t id = g[r].id;
+    EXPECT_TRUE(id >= 0 && (masks[r][id / 32] >> (id % 32)) & 1u) << "row " << r << " drew disallowed token " << id;
+  }
+  EXPECT_EQ(g[5].id, 99999);
+  EXPECT_EQ(g[10].id, 7);
+}
+
 TEST_F(Sampling, EverythingBannedGivesTokenZeroAndTinyVocabulariesWork) {
   for (int64_t V : {1, 10, 1000}) {
     std::vector<float> l(2 * V);
