@@ -48,7 +48,7 @@ if(M2CPP_HAVE_CUDA AND M2CPP_CUDA_SOURCES)
   add_library(m2cuda STATIC ${M2CPP_CUDA_SOURCES})
   target_include_directories(m2cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
   # The backend sits beside backend/cpu: it needs the model layer only.
-  target_link_libraries(m2cuda PUBLIC m2_model CUDA::cudart_static CUDA::cublasLt)
+  target_link_libraries(m2cuda PUBLIC m2_model m2_backend_cpu CUDA::cudart_static CUDA::cublasLt)
   target_compile_definitions(m2cuda PUBLIC M2CPP_WITH_CUDA=1)
   if("90a-real" IN_LIST CMAKE_CUDA_ARCHITECTURES OR "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
     # The wgmma kernels exist in this build (src/backend/cuda/runtime/device_caps.h).

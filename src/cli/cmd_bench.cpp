@@ -145,10 +145,25 @@ struct DecodeBench {
   std::string ceiling_name;
   LoadedModel loaded;
   DType kv_dtype;
+  int host_layers = 0;      // layers whose experts the CPU computes (--n-cpu-moe)
+  int host_threads = 0;
+  int host_max_tokens = 0;
+  double host_read_bw = 0;  // the host's read bandwidth, measured before loading (with them)
 };
 
+// The time the CPU has spent on host-resident experts so far (0 without).
+double host_expert_seconds(const DecodeBench& d) {
+#ifdef M2CPP_WITH_CUDA
+  if (d.host_layers > 0) return cuda_host_experts(*d.loaded.backend).cpu_seconds;
+#endif
+  return 0;
+}
+
 int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d, MiniMaxM2& model) {
-  const auto& [ceiling, ceiling_name, loaded, kv_dtype] = d;
+  const double ceiling = d.ceiling;
+  const std::string& ceiling_name = d.ceiling_name;
+  const LoadedModel& loaded = d.loaded;
+  const DType kv_dtype = d.kv_dtype;
   const ModelConfig& c = model.config();
   SingleSequence seq(model, a.context + a.tokens + 1, 16, kv_dtype);
   auto step = [&](const std::vector<int32_t>& toks, int64_t pos, std::vector<float>* logits) {
@@ -188,9 +203,11 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
     s = step({next()}, pos++, &logits);
     if (!s.ok()) return fail(s);
   }
+  const double cpu_s0 = host_expert_seconds(d);
   auto times = time_steps(a.tokens, [&] { return step({next()}, pos++, &logits); });
   if (!times.ok()) return fail(times.status());
   const double median = times->median, mean = times->mean;
+  const double cpu_s_per_token = (host_expert_seconds(d) - cpu_s0) / std::max<int64_t>(a.tokens, 1);
   const int64_t ctx_mid = a.context + 1 + a.tokens / 2;
   const uint64_t bytes = static_cast<uint64_t>(decode_bytes_per_step(*loaded.weights, 1, ctx_mid, kv_dtype));
   const double achieved = bytes / median;
@@ -216,6 +233,28 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
              dtype_name(kv_dtype));
   fmt::print("bandwidth        {:.1f} GB/s achieved vs {:.1f} GB/s measured {} ceiling = {:.0f} %\n",
              achieved / 1e9, ceiling / 1e9, ceiling_name, 100.0 * achieved / ceiling);
+  double offload_ceiling_s = 0;
+  if (d.host_layers > 0) {
+    // Experts in host memory: the CPU reads its layers' experts at the host's
+    // read bandwidth while the GPU waits, the GPU reads the rest at its own.
+    const ExpertWeights& e = loaded.weights->layers[0].experts[0];
+    const double host_bytes =
+        d.host_layers * c.num_experts_per_tok * static_cast<double>(e.w1.weight.nbytes() + e.w1.scale_inv.nbytes() +
+                                                                     e.w2.weight.nbytes() + e.w2.scale_inv.nbytes() +
+                                                                     e.w3.weight.nbytes() + e.w3.scale_inv.nbytes());
+    const double gpu_bytes = bytes - host_bytes;
+    offload_ceiling_s = host_bytes / d.host_read_bw + gpu_bytes / ceiling;
+    fmt::print("host experts     {} layers on the CPU ({} threads): {:.1f} MB/token at {:.1f} GB/s measured host read "
+               "= {:.2f} ms, + {:.1f} MB on the GPU = {:.2f} ms: ceiling {:.2f} ms/token ({:.2f} tokens/s); achieved "
+               "{:.0f} %\n",
+               d.host_layers, d.host_threads, host_bytes / 1e6, d.host_read_bw / 1e9, 1e3 * host_bytes / d.host_read_bw,
+               gpu_bytes / 1e6, 1e3 * gpu_bytes / ceiling, 1e3 * offload_ceiling_s, 1.0 / offload_ceiling_s,
+               100.0 * offload_ceiling_s / median);
+    fmt::print("time split       CPU experts {:.2f} ms/token ({:.1f} GB/s of the host's {:.1f}), the rest (GPU layers, "
+               "transfers, waits) {:.2f} ms\n",
+               1e3 * cpu_s_per_token, host_bytes / std::max(cpu_s_per_token, 1e-12) / 1e9, d.host_read_bw / 1e9,
+               1e3 * (mean - cpu_s_per_token));
+  }
   if (!a.json_out.empty()) {
     Json j = {{"layers", c.num_hidden_layers},     {"context", a.context},
               {"median_s_per_token", median},      {"mean_s_per_token", mean},
@@ -224,7 +263,9 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
               {"fraction_of_ceiling", achieved / ceiling}, {"device", mo.device}, {"ceiling", ceiling_name},
               {"isa", std::string(isa_name(active_isa()))}, {"threads", ThreadPool::global().size()},
               {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)},
-              {"prefill_flops_per_s", pf}, {"fp8_peak_flops", peak}, {"prefill_first_chunk_cold_s", cold_s}};
+              {"prefill_flops_per_s", pf}, {"fp8_peak_flops", peak}, {"prefill_first_chunk_cold_s", cold_s},
+              {"host_expert_layers", d.host_layers}, {"host_read_bytes_per_s", d.host_read_bw},
+              {"offload_ceiling_s_per_token", offload_ceiling_s}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return 0;
@@ -236,7 +277,10 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
 // would dominate the run and their values do not change the work of a
 // step); each sequence reads its own KV blocks.
 int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d, MiniMaxM2& model) {
-  const auto& [ceiling, ceiling_name, loaded, kv_dtype] = d;
+  const double ceiling = d.ceiling;
+  const std::string& ceiling_name = d.ceiling_name;
+  const LoadedModel& loaded = d.loaded;
+  const DType kv_dtype = d.kv_dtype;
   const ModelConfig& c = model.config();
   const int bs = 16, B = a.batch;
   const int64_t per_seq = (a.context + a.tokens + 3 + bs - 1) / bs;
@@ -270,9 +314,11 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBe
     Status s = step();
     if (!s.ok()) return fail(s);
   }
+  const double cpu_s0 = host_expert_seconds(d);
   auto times = time_steps(a.tokens, step);
   if (!times.ok()) return fail(times.status());
   const double median = times->median;
+  const double cpu_s_per_step = (host_expert_seconds(d) - cpu_s0) / std::max<int64_t>(a.tokens, 1);
   // The step's bandwidth ceiling, at the middle context of the timed steps.
   double touched = 0;
   const double bytes = decode_bytes_per_step(*loaded.weights, B, a.context + 4 + a.tokens / 2, kv_dtype, &touched);
@@ -287,6 +333,20 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBe
              bytes / 1e6, touched, c.num_local_experts, dtype_name(kv_dtype));
   fmt::print("ceiling          {:.1f} output tokens/s at {:.1f} GB/s measured {} = {:.0f} % reached\n", ceiling_tps,
              ceiling / 1e9, ceiling_name, 100.0 * tps / ceiling_tps);
+  if (d.host_layers > 0) {
+    // The CPU reads the touched experts of its layers at the host's bandwidth.
+    const ExpertWeights& e = loaded.weights->layers[0].experts[0];
+    const double expert = static_cast<double>(e.w1.weight.nbytes() + e.w1.scale_inv.nbytes() + e.w2.weight.nbytes() +
+                                              e.w2.scale_inv.nbytes() + e.w3.weight.nbytes() + e.w3.scale_inv.nbytes());
+    const double host_bytes = d.host_layers * touched * expert;
+    const double ceil_s = host_bytes / d.host_read_bw + (bytes - host_bytes) / ceiling;
+    fmt::print("host experts     {} layers ({} threads, CPU up to {} tokens a step): {:.1f} MB/step from host memory; "
+               "CPU experts {:.2f} ms/step ({:.1f} GB/s of the host's {:.1f}); ceiling {:.2f} ms/step = {:.1f} output "
+               "tokens/s; {:.0f} % reached\n",
+               d.host_layers, d.host_threads, d.host_max_tokens, host_bytes / 1e6, 1e3 * cpu_s_per_step,
+               cpu_s_per_step > 0 ? host_bytes / cpu_s_per_step / 1e9 : 0.0, d.host_read_bw / 1e9, 1e3 * ceil_s,
+               B / ceil_s, 100.0 * ceil_s / median);
+  }
   if (!a.json_out.empty()) {
     Json j = {{"layers", c.num_hidden_layers}, {"context", a.context},     {"batch", B},
               {"median_s_per_step", median},   {"tokens_per_s", tps},       {"device", mo.device},
@@ -299,13 +359,24 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBe
 }
 
 // bench decode: batch 1 beside the memory bandwidth, or --batch N.
-int run_decode_bench(const ModelOptions& mo, const DecodeArgs& a) {
+int run_decode_bench(ModelOptions mo, const DecodeArgs& a) {
   mo.apply_threads();
+  // --n-cpu-moe auto keeps room for the contexts it times.
+  mo.auto_kv_tokens = static_cast<int64_t>(a.batch) * (a.context + 256);
+  mo.auto_kv_dtype = a.kv, mo.auto_step_tokens = std::max<int64_t>(a.batch, 2048), mo.auto_logit_rows = a.batch;
   auto [ceiling, ceiling_name] = memory_ceiling(mo);
+  const bool offload = mo.cpu_moe || (!mo.n_cpu_moe.empty() && mo.n_cpu_moe != "0");
+  const double host_bw = offload ? cpu::measure_read_bandwidth().bytes_per_second : 0;
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());
   // The option's check allows only valid KV dtype names.
-  const DecodeBench d{ceiling, std::move(ceiling_name), std::move(*m), parse_kv_dtype(a.kv).value()};
+  DecodeBench d{ceiling, std::move(ceiling_name), std::move(*m), parse_kv_dtype(a.kv).value()};
+#ifdef M2CPP_WITH_CUDA
+  if (offload) {
+    const HostExpertInfo h = cuda_host_experts(*d.loaded.backend);
+    d.host_layers = h.layers, d.host_threads = h.threads, d.host_read_bw = host_bw, d.host_max_tokens = h.max_cpu_tokens;
+  }
+#endif
   MiniMaxM2 model(*d.loaded.weights, *d.loaded.backend);
   return a.batch > 1 ? run_decode_batch(mo, a, d, model) : run_decode(mo, a, d, model);
 }

@@ -6,6 +6,7 @@
 #include "cli/model_options.h"
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
+#include "model/expert_placement.h"
 #include "model/weights.h"
 #include "util/cpu_features.h"
 #include "util/json.h"
@@ -105,6 +106,30 @@ int run_plan(const ModelOptions& mo, const std::string& steps, int64_t context, 
 #endif
 }
 
+// The expert placement of --cpu-moe / --n-cpu-moe (auto: within
+// --gpu-memory-utilization of an H200, less the KV cache and activations
+// that --n-cpu-moe auto keeps by default).
+Result<std::string> placement(const ModelOptions& mo, const ModelConfig& c) {
+  ExpertPlacementRequest r;
+  r.mode = ExpertPlacementRequest::Mode::kAll;
+  if (!mo.n_cpu_moe.empty()) {
+    M2_ASSIGN_OR_RETURN(r, parse_n_cpu_moe(mo.n_cpu_moe));
+  }
+  std::string budget;
+  if (r.mode == ExpertPlacementRequest::Mode::kAuto) {
+    constexpr int64_t kH200 = 150'020'816'896;  // cudaMemGetInfo's total on an H200 (139.7 GiB)
+    constexpr int64_t kContext = 1ll << 29;     // the CUDA context and libraries
+    const double util = mo.gpu_memory_utilization != 0 ? mo.gpu_memory_utilization : 0.9;
+    M2_ASSIGN_OR_RETURN(const int64_t reserve, mo.auto_reserve_bytes());
+    r.device_budget = static_cast<int64_t>(util * kH200) - kContext - reserve;
+    budget = fmt::format(" [auto on an H200: {:.2f} GiB for weights = {} x 139.7 GiB - 0.5 (CUDA) - {:.2f} (KV cache "
+                         "of {} tokens and activations)]",
+                         r.device_budget / 1073741824.0, util, reserve / 1073741824.0, mo.auto_kv_tokens);
+  }
+  M2_ASSIGN_OR_RETURN(const ExpertPlacement p, plan_expert_placement(c, r));
+  return p.describe() + budget;
+}
+
 int run_info(const ModelOptions& mo, bool as_json) {
   LoadOptions lo = mo.load_options();
   auto cfg = load_config_from(mo.model);
@@ -166,6 +191,11 @@ int run_info(const ModelOptions& mo, bool as_json) {
   fmt::print("bytes total      {:.3f} GiB\n", bytes / double(1ull << 30));
   fmt::print("kv cache/token   {} bytes in BF16 ({} in FP8)\n", kv_bf16, kv_bf16 / 2);
   fmt::print("cpu              {} kernels\n", isa_name(active_isa()));
+  if (mo.cpu_moe || !mo.n_cpu_moe.empty()) {
+    auto p = placement(mo, c);
+    if (!p.ok()) return fmt::print(stderr, "error: {}\n", p.status().message()), 1;
+    fmt::print("placement        {}\n", *p);
+  }
   return 0;
 }
 

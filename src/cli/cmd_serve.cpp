@@ -176,6 +176,13 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
              replay->size());
   }
 
+  // --n-cpu-moe auto keeps room for a KV cache of --max-model-len x --max-num-seqs.
+  if (auto c = load_config_from(mo.model); c.ok()) {
+    const int64_t len = a.max_model_len > 0 ? a.max_model_len : c->max_position_embeddings;
+    mo.auto_kv_tokens = len * a.max_num_seqs;
+  }
+  mo.auto_kv_dtype = a.kv_cache_dtype;
+  mo.auto_step_tokens = a.max_num_batched_tokens, mo.auto_logit_rows = a.max_num_seqs;
   auto loaded = mo.load_on_backend();
   if (!loaded.ok()) return fail(loaded.status());
   auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);

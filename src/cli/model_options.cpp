@@ -6,6 +6,7 @@
 
 #include "cli/flag_checks.h"
 #include "engine/memory_budget.h"
+#include "model/expert_placement.h"
 #include "engine/scheduler.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -36,6 +37,16 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
 #else
   app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
 #endif
+  app->add_flag("--cpu-moe", cpu_moe, "Keep every layer's routed experts in host memory (--device cuda; the CPU "
+                                     "computes small steps, larger ones stream them to the GPU)");
+  app->add_option("--n-cpu-moe", n_cpu_moe,
+                  "Keep the routed experts of the first N layers in host memory, or 'auto': as many as the GPU "
+                  "cannot hold beside the rest of the weights, the activations and a KV cache of --max-model-len x "
+                  "--max-num-seqs within --gpu-memory-utilization (--device cuda)");
+  app->add_option("--cpu-moe-max-tokens", cpu_moe_max_tokens,
+                  "Steps of up to this many tokens compute host-resident experts on the CPU; larger ones copy them "
+                  "to the GPU layer by layer")
+      ->check(int_range(1, 65536));
   app->add_option("--gpu-memory-utilization", gpu_memory_utilization,
                   "Fraction (0, 1] of the GPU's memory for weights + activations + KV cache; sizes the KV cache "
                   "when --kv-cache-memory is not given (--device cuda)")
@@ -46,6 +57,11 @@ Status ModelOptions::check() const {
   std::error_code ec;
   if (!std::filesystem::exists(model, ec)) return errorf("-m {}: no such file or directory", model);
   if (gpu_memory_utilization != 0 && device == "cpu") return errorf("--gpu-memory-utilization applies to --device cuda");
+  if ((cpu_moe || !n_cpu_moe.empty()) && device == "cpu")
+    return errorf("--cpu-moe and --n-cpu-moe place experts beside a GPU (--device cuda); on the CPU they are all in "
+                  "host memory already");
+  if (cpu_moe && !n_cpu_moe.empty()) return errorf("--cpu-moe and --n-cpu-moe: give one of them");
+  if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
   return Status();
 }
 
@@ -86,13 +102,38 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (device == "cpu") return make_cpu_backend();
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
-    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
+    M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
+    options.cpu_moe_max_tokens = cpu_moe_max_tokens;
+    if (cpu_moe) options.cpu_moe_layers = cuda::CudaOptions::kCpuMoeAll;
+    if (!n_cpu_moe.empty()) {
+      M2_ASSIGN_OR_RETURN(const ExpertPlacementRequest r, parse_n_cpu_moe(n_cpu_moe));
+      options.cpu_moe_layers = r.mode == ExpertPlacementRequest::Mode::kAuto ? cuda::CudaOptions::kCpuMoeAuto : r.count;
+      if (r.mode == ExpertPlacementRequest::Mode::kAuto) {
+        M2_ASSIGN_OR_RETURN(options.cpu_moe_reserve_bytes, auto_reserve_bytes());
+        options.cpu_moe_memory_fraction = gpu_memory_utilization != 0 ? gpu_memory_utilization : 0.9;
+      }
+    }
     std::unique_ptr<Backend> b = make_cuda_backend(gpu, options);
     if (!b) return errorf("--device {}: the CUDA backend could not start (see the message above)", device);
     return b;
   }
 #endif
   return errorf("--device {}: not available in this build", device);
+}
+
+Result<int64_t> ModelOptions::auto_reserve_bytes() const {
+  M2_ASSIGN_OR_RETURN(ModelConfig c, load_config_from(model));
+  if (num_layers > 0 && num_layers < c.num_hidden_layers) c.num_hidden_layers = num_layers;
+  M2_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(auto_kv_dtype));
+  const int64_t kv_per_token = 2ll * c.num_hidden_layers * c.kv_dim() * static_cast<int64_t>(dtype_size(kv_dtype));
+  SchedulerConfig sc;
+  sc.max_num_seqs = static_cast<int>(auto_logit_rows), sc.max_num_batched_tokens = auto_step_tokens;
+  const int64_t kv = auto_kv_tokens * kv_per_token;
+  const int64_t act = activation_reserve_bytes(c, auto_step_tokens, sc.max_logit_rows());
+  log_info("--n-cpu-moe auto: keeping {:.2f} GiB of the GPU for a KV cache of {} tokens ({}) and {:.2f} GiB for "
+           "activations",
+           kv / 1073741824.0, auto_kv_tokens, dtype_name(kv_dtype), act / 1073741824.0);
+  return kv + act;
 }
 
 Result<LoadedModel> ModelOptions::load_on_backend() const {

@@ -29,6 +29,17 @@ struct ModelOptions {
   std::string device = "cpu";
   double gpu_memory_utilization = 0;  // 0: not given
   std::string cuda_options;           // --cuda-options (backend/cuda/runtime/cuda_options.h)
+  // Routed experts in host memory (model/expert_placement.h; llama.cpp's flags).
+  bool cpu_moe = false;               // --cpu-moe: every layer's
+  std::string n_cpu_moe;              // --n-cpu-moe N|auto: the first N layers', or as many as the GPU needs
+  int cpu_moe_max_tokens = 48;        // --cpu-moe-max-tokens: above, host experts are streamed to the GPU (measured: perf.md)
+  // What --n-cpu-moe auto keeps of the GPU besides the weights, set by the
+  // command from its own flags: a KV cache of `auto_kv_tokens` tokens
+  // (--max-model-len x --max-num-seqs) and the activations of its largest step.
+  int64_t auto_kv_tokens = 32768;
+  std::string auto_kv_dtype = "auto";
+  int64_t auto_step_tokens = 8192;
+  int64_t auto_logit_rows = 256;
 
   void add_to(CLI::App* app, bool model_required = true);
   // What can be checked before anything loads: -m exists, the flags agree
@@ -41,6 +52,8 @@ struct ModelOptions {
   // The backend first (a missing device fails before a long load), then the
   // weights, prepared on it (uploaded to a GPU).
   Result<LoadedModel> load_on_backend() const;
+  // The device bytes --n-cpu-moe auto keeps for the KV cache and activations.
+  Result<int64_t> auto_reserve_bytes() const;
   // Sizes the global thread pool from --threads (before any backend exists).
   void apply_threads() const;
   // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,

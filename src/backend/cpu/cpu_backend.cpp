@@ -7,7 +7,7 @@
 
 namespace m2 {
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(ThreadPool::global()); }
 
 namespace cpu {
 
@@ -30,7 +30,7 @@ WeightRef weight_ref(const TensorView& dense) {
   return r;
 }
 
-CpuBackend::CpuBackend() : k_(kernels()), pool_(ThreadPool::global()) {}
+CpuBackend::CpuBackend(ThreadPool& pool) : k_(kernels()), pool_(pool) {}
 
 Status CpuBackend::prepare_weights(ModelWeights& w) {
   if (!w.dummy_fp8.empty())

@@ -3,6 +3,7 @@
 // split over the global thread pool. Not thread-safe: one forward at a time.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -17,7 +18,9 @@ WeightRef weight_ref(const TensorView& dense);  // [rows, cols] float tensor
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend();
+  // Its ops' threads: the global pool (make_cpu_backend), or a pool of its
+  // own (a GPU backend's host experts run beside the engine's use of the global one).
+  explicit CpuBackend(ThreadPool& pool);
 
   std::string_view name() const override { return "cpu"; }
   Status prepare_weights(ModelWeights& weights) override;
@@ -47,6 +50,12 @@ class CpuBackend final : public Backend {
   void matmul_ref(const float* x, int64_t T, int64_t K, const WeightRef& w, int64_t N, float* y);
 
  private:
+  // moe() of a small step (at most kSmallMoePairs (token, expert) pairs:
+  // decode): every expert's rows in one parallel region per projection.
+  static constexpr int64_t kSmallMoePairs = 512;
+  void moe_small(Act x, const LayerWeights& layer,
+                 const std::vector<std::vector<std::pair<int64_t, float>>>& by_expert, Act out);
+
   const Kernels& k_;
   ThreadPool& pool_;
   std::vector<float> router_logits_;                       // [T, E]

@@ -52,4 +52,15 @@ void* cuda_stream(Backend& cuda_backend);
 // 0 with CudaOptions::fused_quant off. Tests check that the fused path is taken.
 int64_t cuda_fp8_copies_used(Backend& cuda_backend);
 
+// How many leading layers of the prepared model keep their experts in host
+// memory (--n-cpu-moe), and the threads that compute them.
+struct HostExpertInfo {
+  int layers = 0;
+  int threads = 0;
+  int max_cpu_tokens = 0;
+  double cpu_seconds = 0;  // spent computing experts on the CPU so far
+  int64_t cpu_calls = 0;
+};
+HostExpertInfo cuda_host_experts(Backend& cuda_backend);
+
 }  // namespace m2

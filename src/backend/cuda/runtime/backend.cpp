@@ -85,6 +85,7 @@ CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
 void* cuda_stream(Backend& b) { return static_cast<cuda::CudaBackend&>(b).stream(); }
 
 int64_t cuda_fp8_copies_used(Backend& b) { return static_cast<cuda::CudaBackend&>(b).fp8_copies_used(); }
+HostExpertInfo cuda_host_experts(Backend& b) { return static_cast<cuda::CudaBackend&>(b).host_expert_info(); }
 
 namespace cuda {
 namespace {
@@ -458,11 +459,21 @@ void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, in
 }
 
 void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
+  if (layer.experts.empty() || !owns(layer.prepared_experts)) {
+    log_error("moe: the experts of this layer were not uploaded by this backend's prepare_weights");
+    std::abort();
+  }
+  const auto& prepared = *static_cast<const PreparedExperts*>(layer.prepared_experts);
+  if (prepared.host) return moe_host(x, prepared, routing, out);
+  moe_on(x, prepared.experts, routing, out);
+}
+
+void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out) {
   bind_reader({written(out)});
   auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });
   MoeArgs a;
   a.x = x.data, a.T = x.rows;
-  a.experts = device_experts(layer);
+  a.experts = experts;
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
   a.out = out.data;
   a.num_sms = num_sms_;

@@ -20,6 +20,8 @@
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/matmul.h"
 #include "backend/cuda/gemm/matmul_plan.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/moe/host_experts.h"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_plan.h"
 #include "backend/cuda/moe/route.h"
@@ -82,6 +84,11 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream() const { return stream_; }
   int64_t fp8_copies_used() const { return fp8_copy_.uses(); }
+  HostExpertInfo host_expert_info() const {
+    if (!host_experts_) return {};
+    return {static_cast<int>(host_layers_.size()), host_experts_->threads(), host_experts_->max_cpu_rows(),
+            host_experts_->cpu_seconds(), host_experts_->cpu_calls()};
+  }
 
  private:
   // sample() without sm_90 code: the logits to the host, model/sampling.h's reference there.
@@ -93,7 +100,15 @@ class CudaBackend final : public Backend {
   using Uploads = std::unordered_map<const void*, const PreparedTensor*>;
   Status upload_view(Weight& t, const char* what, Uploads& uploads);
   Status upload_linear(Linear& l, const char* what, Uploads& uploads);
-  Status upload_experts(LayerWeights& layer, int index);
+  // `on_host`: into pinned host memory (host_experts_) instead.
+  Status upload_experts(LayerWeights& layer, int index, bool on_host);
+  // How many leading layers keep their experts on the host
+  // (CudaOptions::cpu_moe_layers, auto resolved against free memory).
+  Result<int> host_expert_layers(const ModelWeights& w, size_t free_bytes, size_t total_bytes) const;
+  // The MoE of `experts` (device memory) over x and routing.
+  void moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out);
+  // The MoE of a layer whose experts are on the host (moe/host_experts.h).
+  void moe_host(Act x, const PreparedExperts& layer, const Routing& routing, Act out);
   // q, k and v of a layer in one allocation (rows stacked), so that decode
   // streams them in one pass; false when their shapes do not allow it.
   Status upload_qkv(LayerWeights& layer, const char* what, Uploads& uploads, bool* fused);
@@ -112,7 +127,6 @@ class CudaBackend final : public Backend {
   const PreparedTensor& prepared(Prepared p, const TensorView& t, const char* op, const char* what) const;
   const void* device_view(const Weight& t, const char* op) const;
   const DeviceWeight& device_weight(const Linear& l, const char* op) const;
-  const DeviceExperts& device_experts(const LayerWeights& layer) const;
 
   // The attention work list of `seqs` (sequences, items, block tables packed
   // into attn_meta_host_) uploaded to attn_meta_; returns its device copy.
@@ -178,6 +192,9 @@ class CudaBackend final : public Backend {
   // The records the weights' handles point at (deques: stable addresses).
   std::deque<PreparedTensor> tensors_;
   std::deque<PreparedExperts> experts_;
+  // Layers whose experts stay in host memory, in layer order (issue 22).
+  std::unique_ptr<HostExpertRuntime> host_experts_;
+  std::vector<const PreparedExperts*> host_layers_;
   std::deque<DeviceWeight> stacks_;       // layers' stacked q|k|v (PreparedTensor::qkv)
   bool has_fp8_weights_ = false;
   std::vector<WeightCopy> pending_copies_;  // prepare_weights' queued uploads

@@ -97,10 +97,17 @@ std::string CudaOptions::describe() const {
   const char* split = split_decode == SplitDecode::kSimt ? "simt" : split_decode == SplitDecode::kMma ? "mma" : "auto";
   return fmt::format(
       "fp8_gemm={},moe_cutlass={},attn_prefill={},tc_attention={},graphs={},sync={},profile={},pdl={}"
-      " (variants: fused_quant={},route_gemm={},bf16_gemm={},gemv_mma={},moe_decode_wgmma={},split_decode={})",
+      " (variants: fused_quant={},route_gemm={},bf16_gemm={},gemv_mma={},moe_decode_wgmma={},split_decode={})"
+      "{}",
       fp8_gemm_mode_name(fp8_gemm), on_off(moe_cutlass), flashinfer_prefill ? "flashinfer" : "mma",
       on_off(tc_attention), on_off(graphs), on_off(sync_each_op), on_off(profile), on_off(pdl), on_off(fused_quant),
-      on_off(route_gemm), on_off(bf16_gemm), on_off(gemv_mma), on_off(moe_decode_wgmma), split);
+      on_off(route_gemm), on_off(bf16_gemm), on_off(gemv_mma), on_off(moe_decode_wgmma), split,
+      cpu_moe_layers == 0 ? std::string()
+                          : fmt::format(" (experts on the host: {} layers, CPU up to {} tokens, {} threads)",
+                                        cpu_moe_layers == kCpuMoeAuto  ? std::string("auto")
+                                        : cpu_moe_layers == kCpuMoeAll ? std::string("all")
+                                                                       : std::to_string(cpu_moe_layers),
+                                        cpu_moe_max_tokens, cpu_moe_threads));
 }
 
 }  // namespace m2::cuda

@@ -25,6 +25,7 @@
 // set them in code (CudaOptions is the API, not the environment).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,16 @@ struct CudaOptions {
   bool gemv_mma = true;          // FP8 decode GEMV on tensor cores (gemv_mma.cuh)
   bool moe_decode_wgmma = true;  // the decode MoE's down pass on wgmma (moe_decode_wgmma.cu)
   SplitDecode split_decode = SplitDecode::kAuto;
+
+  // Routed experts in host memory (issue 22; moe/host_experts.h), set by the
+  // placement flags (--cpu-moe, --n-cpu-moe), not by keys.
+  static constexpr int kCpuMoeAuto = -1, kCpuMoeAll = -2;
+  int cpu_moe_layers = 0;             // the experts of layers [0, N) on the host; kCpuMoeAuto (below), kCpuMoeAll
+  double cpu_moe_memory_fraction = 0.9;  // auto: the fraction of the device's memory this process may use ...
+  int64_t cpu_moe_reserve_bytes = 0;     // ... of which this much stays for the KV cache and activations
+  int cpu_moe_max_tokens = 48;        // steps of up to this many tokens run host experts on the CPU; larger
+                                      // ones stream them to the GPU (--cpu-moe-max-tokens; measured, perf.md)
+  int cpu_moe_threads = 0;            // the CPU's expert threads (0: every hardware thread)
 
   // `spec`: "key=value[,key=value...]" of the user keys; an error names the
   // key or value it cannot take (and `origin`, e.g. "--cuda-options").

@@ -49,10 +49,14 @@ struct PreparedTensor {
   DeviceWeight weight;                // vectors: data and dtype, rows = elements, cols = 1
   const DeviceWeight* qkv = nullptr;  // a q_proj whose layer's q, k and v are stacked: the stack
 };
-// ... and of a layer's experts (LayerWeights::prepared_experts).
+// ... and of a layer's experts (LayerWeights::prepared_experts); `host`: the
+// layer's experts live in pinned host memory (moe/host_experts.h) and
+// `experts` addresses that host copy.
+struct HostExperts;
 struct PreparedExperts {
   const void* owner = nullptr;
   DeviceExperts experts;
+  const HostExperts* host = nullptr;
 };
 
 // An optional FP8 copy of an fp32 activation [T, K] that its producer kernel

@@ -31,6 +31,9 @@ Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays&
   if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphTokens ||
       step.num_kv_heads <= 0)
     return GraphMode::kEager;
+  // Host experts streamed to the GPU (steps above the CPU's rows) keep state
+  // across steps (which layer each staging buffer holds): never recorded.
+  if (host_experts_ && static_cast<int64_t>(step.tokens.size()) > host_experts_->max_cpu_rows()) return GraphMode::kEager;
   context_bound_ = step.context_bound;
 
   // Room for the block tables up to the context bound, so that the work

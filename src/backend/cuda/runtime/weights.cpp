@@ -159,7 +159,7 @@ Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, Uploads& u
   return Status();
 }
 
-Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
+Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host) {
   if (layer.experts.empty() || owns(layer.prepared_experts)) return Status();
   const ExpertWeights& e0 = layer.experts[0];
   const std::string what = fmt::format("layer {} experts", index);
@@ -182,9 +182,17 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
   d.scale_off2 = static_cast<int64_t>(align256(e0.w2.weight.nbytes()));
   d.stride2 = static_cast<int64_t>(align256(linear_bytes(e0.w2)));
   uint8_t *w1 = nullptr, *w3 = nullptr, *w2 = nullptr;
-  M2_RETURN_IF_ERROR(device_alloc(d.stride13 * d.num_experts, what.c_str(), &w1));
-  M2_RETURN_IF_ERROR(device_alloc(d.stride13 * d.num_experts, what.c_str(), &w3));
-  M2_RETURN_IF_ERROR(device_alloc(d.stride2 * d.num_experts, what.c_str(), &w2));
+  const HostExperts* host = nullptr;
+  if (on_host) {  // pinned host memory in the same layout (the copies below land there)
+    M2_ASSIGN_OR_RETURN(HostExperts * h, host_experts_->allocate(index, d));
+    w1 = const_cast<uint8_t*>(h->pinned.w1), w3 = const_cast<uint8_t*>(h->pinned.w3);
+    w2 = const_cast<uint8_t*>(h->pinned.w2);
+    host = h;
+  } else {
+    M2_RETURN_IF_ERROR(device_alloc(d.stride13 * d.num_experts, what.c_str(), &w1));
+    M2_RETURN_IF_ERROR(device_alloc(d.stride13 * d.num_experts, what.c_str(), &w3));
+    M2_RETURN_IF_ERROR(device_alloc(d.stride2 * d.num_experts, what.c_str(), &w2));
+  }
   d.w1 = w1, d.w3 = w3, d.w2 = w2;
   for (int64_t i = 0; i < d.num_experts; ++i) {
     ExpertWeights& e = layer.experts[i];
@@ -206,6 +214,8 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index) {
   PreparedExperts& r = experts_.emplace_back();
   r.owner = this;
   r.experts = d;
+  r.host = host;
+  if (host) host_layers_.push_back(&r);
   layer.prepared_experts = &r;
   return Status();
 }
@@ -227,16 +237,41 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     for (const Weight* t : {&L.input_norm, &L.post_attention_norm, &L.q_norm, &L.k_norm, &L.router, &L.router_bias})
       count_view(*t);
     for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj}) count_linear(*l);
-    if (!L.experts.empty() && !owns(L.prepared_experts))
-      for (const ExpertWeights& e : L.experts)
-        total += align256(linear_bytes(e.w1)) * 2 + align256(linear_bytes(e.w2));
   }
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return errorf("prepare_weights: cudaMemGetInfo failed");
+  // The leading layers whose experts stay in host memory (--n-cpu-moe).
+  M2_ASSIGN_OR_RETURN(const int host_layers, host_expert_layers(w, free_b, total_b));
+  size_t host_total = 0, layer_max = 0;
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& L = w.layers[i];
+    if (L.experts.empty() || owns(L.prepared_experts)) continue;
+    size_t layer_bytes = 0;
+    for (const ExpertWeights& e : L.experts) layer_bytes += align256(linear_bytes(e.w1)) * 2 + align256(linear_bytes(e.w2));
+    (static_cast<int>(i) < host_layers ? host_total : total) += layer_bytes;
+    layer_max = std::max(layer_max, layer_bytes);
+  }
+  if (host_total > 0 && !host_experts_) total += 2 * layer_max;  // the device staging of the host layers
   if (total > free_b)
     return errorf("the weights need {:.2f} GiB but CUDA device {} has {:.2f} of {:.2f} GiB free (fewer layers: "
-                  "--num-layers)",
+                  "--num-layers; experts in host memory: --n-cpu-moe)",
                   total / 1073741824.0, device_, free_b / 1073741824.0, total_b / 1073741824.0);
+  if (host_total > 0) {
+    const int64_t avail = host_available_bytes();
+    constexpr int64_t kHostMargin = 4ll << 30;  // for the process, the page cache of the shards being read
+    if (static_cast<int64_t>(host_total) + kHostMargin > avail)
+      return errorf("--n-cpu-moe {}: the experts of {} layers need {:.2f} GiB of pinned host memory (+{:.0f} GiB "
+                    "margin) and the host has {:.2f} GiB available; the GPU would hold {:.2f} GiB (fewer host layers, "
+                    "or fewer layers: --num-layers)",
+                    host_layers, host_layers, host_total / 1073741824.0, kHostMargin / 1073741824.0,
+                    avail / 1073741824.0, total / 1073741824.0);
+    if (!host_experts_)
+      host_experts_ = std::make_unique<HostExpertRuntime>(device_, options_.cpu_moe_max_tokens, options_.cpu_moe_threads);
+    log_info("experts of layers 0-{} in pinned host memory ({:.2f} GiB, computed by {} CPU threads up to {} tokens a "
+             "step, streamed to the GPU above); {:.2f} GiB of weights on GPU {}",
+             host_layers - 1, host_total / 1073741824.0, options_.cpu_moe_threads, options_.cpu_moe_max_tokens,
+             total / 1073741824.0, device_);
+  }
   pending_copies_.clear();
   Uploads uploads;  // host tensor -> its record, for one tensor under two names
   M2_RETURN_IF_ERROR(upload_view(w.embed, "embed_tokens", uploads));
@@ -258,7 +293,7 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
       M2_RETURN_IF_ERROR(upload_linear(L.v_proj, "v_proj", uploads));
     }
     M2_RETURN_IF_ERROR(upload_linear(L.o_proj, "o_proj", uploads));
-    M2_RETURN_IF_ERROR(upload_experts(L, static_cast<int>(i)));
+    M2_RETURN_IF_ERROR(upload_experts(L, static_cast<int>(i), static_cast<int>(i) < host_layers));
   }
   WeightStreamOptions options;
   options.label = fmt::format("weights -> GPU {}", device_);
@@ -285,7 +320,8 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
           if (e == cudaSuccess) return Status();
           return errorf("{}: generating {} dummy FP8 bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
         }
-        const cudaError_t e = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice);
+        // (cudaMemcpyDefault: the destination may be pinned host memory.)
+        const cudaError_t e = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyDefault);
         if (e == cudaSuccess) return Status();
         return errorf("{}: upload of {} bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
       },
@@ -312,7 +348,7 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
                       dtype_name(was.dtype), was.shape.str());
       return Status();
     }
-    const cudaError_t e = cudaMemcpyAsync(const_cast<void*>(dst), from.data, from.nbytes(), cudaMemcpyHostToDevice, stream_);
+    const cudaError_t e = cudaMemcpyAsync(const_cast<void*>(dst), from.data, from.nbytes(), cudaMemcpyDefault, stream_);
     if (e != cudaSuccess) return errorf("update_weights: copying {} failed: {}", what, cudaGetErrorString(e));
     bytes += from.nbytes(), ++tensors;
     return Status();
@@ -365,6 +401,7 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
   }
   const cudaError_t e = cudaStreamSynchronize(stream_);
   if (e != cudaSuccess) return errorf("update_weights: the copies failed: {}", cudaGetErrorString(e));
+  if (host_experts_) host_experts_->invalidate_staging();  // the staged copies may be of the old experts
   log_debug("update_weights: {} tensors, {:.1f} MiB written in place", tensors, bytes / 1048576.0);
   return Status();
 }
@@ -387,12 +424,5 @@ const DeviceWeight& CudaBackend::device_weight(const Linear& l, const char* op) 
   return prepared(l.prepared, l.weight, op, "linear").weight;
 }
 
-const DeviceExperts& CudaBackend::device_experts(const LayerWeights& layer) const {
-  if (layer.experts.empty() || !owns(layer.prepared_experts)) {
-    log_error("moe: the experts of this layer were not uploaded by this backend's prepare_weights");
-    std::abort();
-  }
-  return static_cast<const PreparedExperts*>(layer.prepared_experts)->experts;
-}
 
 }  // namespace m2::cuda
