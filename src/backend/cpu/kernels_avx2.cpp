@@ -38,10 +38,9 @@ struct V {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static F load_fp8(const uint8_t* p) {
+    // (The bit moves of avx512_policy.h's load_fp8.)
     const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i s = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8);
-    const __m128i m = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
-    return _mm256_cvtph_ps(_mm_or_si128(s, m));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(w, 8), 1), _mm_set1_epi16(-16385)));
   }
   static void store_bf16(uint16_t* p, F a) {
     const __m256i u = _mm256_castps_si256(a);
