@@ -306,8 +306,9 @@ int run_decode_bench(const ModelOptions& mo, const DecodeArgs& a) {
   if (!m.ok()) return fail(m.status());
   // The option's check allows only valid KV dtype names.
   const DecodeBench d{ceiling, std::move(ceiling_name), std::move(*m), parse_kv_dtype(a.kv).value()};
-  MiniMaxM2 model(*d.loaded.weights, *d.loaded.backend);
-  return a.batch > 1 ? run_decode_batch(mo, a, d, model) : run_decode(mo, a, d, model);
+  auto model = mo.make_model(*d.loaded.weights, *d.loaded.backend);
+  if (!model.ok()) return fail(model.status());
+  return a.batch > 1 ? run_decode_batch(mo, a, d, **model) : run_decode(mo, a, d, **model);
 }
 
 Command make_bench(CLI::App& parent) {
@@ -321,6 +322,7 @@ Command make_bench(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<DecodeArgs>();
   mo->add_to(dec);
+  mo->add_parallel_to(dec);
   dec->add_option("--context", a->context, "Tokens of context before decoding");
   dec->add_option("--tokens", a->tokens, "Decode steps to time");
   dec->add_option("--batch", a->batch, "Sequences decoded together (above 1: output tokens/s of the batch)")

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/backend.h"
+#include "model/minimax_m2.h"
 #include "model/weights.h"
 #include "util/status.h"
 
@@ -29,8 +30,13 @@ struct ModelOptions {
   std::string device = "cpu";
   double gpu_memory_utilization = 0;  // 0: not given
   std::string cuda_options;           // --cuda-options (backend/cuda/runtime/cuda_options.h)
+  int tensor_parallel_size = 1;       // --tensor-parallel-size/-tp (add_parallel_to)
+  bool enable_expert_parallel = false;
 
   void add_to(CLI::App* app, bool model_required = true);
+  // -tp/--tensor-parallel-size and --enable-expert-parallel, for the commands
+  // that run the model through make_model.
+  void add_parallel_to(CLI::App* app);
   // What can be checked before anything loads: -m exists, the flags agree
   // with each other (--gpu-memory-utilization needs a GPU device).
   Status check() const;
@@ -41,6 +47,10 @@ struct ModelOptions {
   // The backend first (a missing device fails before a long load), then the
   // weights, prepared on it (uploaded to a GPU).
   Result<LoadedModel> load_on_backend() const;
+  // The model over `weights`: on `backend`, or with -tp N > 1 split over N
+  // ranks (CPU: threads, each a CPU backend on its share of --threads;
+  // `weights` must outlive the model).
+  Result<std::unique_ptr<MiniMaxM2>> make_model(const ModelWeights& weights, Backend& backend) const;
   // Sizes the global thread pool from --threads (before any backend exists).
   void apply_threads() const;
   // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,

@@ -92,6 +92,32 @@ TEST(Cli, LogitsWritesNpyMatchingReference) {
   for (size_t i = 0; i < ref->values.size(); ++i) ASSERT_NEAR(ours->values[i], ref->values[i], 5e-3);
 }
 
+// -tp N (vLLM's flag): the model split over N CPU ranks gives the unsharded
+// logits within fp32 reduction-order error (2e-4: tests/model/
+// tensor_parallel_test.cpp says why) and the same greedy ids.
+TEST(Cli, TensorParallelLogitsAndGreedyIdsMatchTp1) {
+  const std::string m = src("tests/data/m2-tiny-bf16"), ids = reference_ids("m2-tiny-bf16", "prompt_ids");
+  const std::string one = ::testing::TempDir() + "m2cpp_tp1.npy";
+  ASSERT_EQ(run("logits -m " + m + " --ids " + ids + " --out " + one).code, 0);
+  auto want = read_npy(one);
+  ASSERT_TRUE(want.ok());
+  for (const std::string flags : {"-tp 2", "--tensor-parallel-size 4", "-tp 4 --enable-expert-parallel"}) {
+    const std::string out = ::testing::TempDir() + "m2cpp_tp.npy";
+    CmdResult r = run("logits -m " + m + " --ids " + ids + " --out " + out + " " + flags);
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.err;
+    auto got = read_npy(out);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->shape, want->shape);
+    for (size_t i = 0; i < want->values.size(); ++i) ASSERT_NEAR(got->values[i], want->values[i], 2e-4) << flags;
+  }
+  const std::string gen = "generate -m " + m + " --ids " + reference_ids("m2-tiny-bf16", "greedy_prompt_ids") +
+                          " --max-tokens 12 --ignore-eos --json";
+  CmdResult a = run(gen), b = run(gen + " -tp 2");
+  ASSERT_EQ(a.code, 0);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
 TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   for (const std::string v : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
     auto j = read_json_file(src("tests/data/reference/" + v + "/prompt.json"));
@@ -172,6 +198,9 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
       {"info -m " + src("tests/data/m2-tiny-bf16") + " --num-layers 9", "exceeds the model's 3 layers"},
       {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --gpu-memory-utilization 0.5",
        "--gpu-memory-utilization applies to --device cuda"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 3", "3 does not divide the model's 4 attention heads"},
+      {"logits -m " + src("tests/data/m2-tiny-fp8") + " --ids 1 --out x.npy -tp 2 --enable-expert-parallel",
+       "k_proj is 64 wide, not a multiple of the FP8 scale block 128"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);
