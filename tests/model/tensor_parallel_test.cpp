@@ -116,6 +116,31 @@ TEST_P(TensorParallel, GreedyIdsThroughTheKvCacheAreIdentical) {
   EXPECT_EQ(*got, *want);
 }
 
+// Routing capture and replay (docs/rollout.md) through a group: every rank
+// routes the same reduced hidden state, rank 0's choice comes back.
+TEST_P(TensorParallel, CapturedAndReplayedRoutingMatchTheUnsharded) {
+  const std::span<const int32_t> prompt = std::span(prompt_).first(std::min<size_t>(prompt_.size(), 16));
+  auto capture = [&](MiniMaxM2& m, const std::vector<int32_t>& forced, std::vector<float>* logits) {
+    SingleSequence seq(m, static_cast<int64_t>(prompt.size()), 16, DType::kF32);
+    StepInput in = seq.step(prompt, 0, true);
+    in.capture_routing = true;
+    in.forced_experts = forced;
+    const Status s = m.forward(in, *seq.cache, logits);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return std::vector<int32_t>(m.last_routing().begin(), m.last_routing().end());
+  };
+  std::vector<float> want_logits, got_logits;
+  const std::vector<int32_t> want = capture(*single_, {}, &want_logits);
+  EXPECT_EQ(capture(*group_, {}, &got_logits), want);
+  // Replay another choice (each row's experts rotated by one): both follow it alike.
+  std::vector<int32_t> forced = want;
+  const int E = weights_->config.num_local_experts;
+  for (int32_t& e : forced) e = (e + 1) % E;
+  EXPECT_EQ(capture(*single_, forced, &want_logits), forced);
+  EXPECT_EQ(capture(*group_, forced, &got_logits), forced);
+  EXPECT_LE(max_abs_diff(got_logits, want_logits), 2e-4);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, TensorParallel,
                          ::testing::Values(Case{"m2-tiny-bf16", 2, false},    // 2 q / 1 kv head per rank
                                            Case{"m2-tiny-bf16", 4, false},    // kv heads replicated (2 over 4 ranks)
