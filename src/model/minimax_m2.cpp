@@ -9,7 +9,7 @@
 namespace m2 {
 namespace {
 // Scratch buffer slots.
-enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, kSumSq, kNumSlots };
+enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, kSumSq, kLogitsPart, kNumSlots };
 
 // A group's cache is one cache per rank (MiniMaxM2::make_kv_cache of a group).
 Status check_rank_caches(const KvCache& cache, int ranks) {
@@ -103,6 +103,10 @@ Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
   scratch(kSel, R, c.hidden_size);
   scratch(kLogits, R, c.vocab_size);
   bytes += static_cast<size_t>(R * (c.hidden_size + c.vocab_size)) * sizeof(float);
+  if (const int64_t part = weights_->lm_head.out_features(); part != c.vocab_size) {  // a rank's vocabulary slice
+    scratch(kLogitsPart, R, part);
+    bytes += static_cast<size_t>(R * part) * sizeof(float);
+  }
   M2_ASSIGN_OR_RETURN(const size_t ops, backend_.reserve_scratch(c, limits));
   return bytes + ops;
 }
@@ -110,12 +114,10 @@ Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
   if (group_) {  // rank 0's logits (the other ranks compute none)
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
-    return group_->run([&](int r) {
-      std::vector<float> none;
-      return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : &none);
-    });
+    return group_->run([&](int r) { return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : nullptr); });
   }
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
+  if (!logits) return Status();
   logits->resize(static_cast<size_t>(lg.rows * lg.cols));
   if (lg.rows > 0) backend_.copy_to_host(lg.data, logits->data(), logits->size() * sizeof(float));
   return Status();
@@ -128,9 +130,8 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
   if (group_) {  // sampled on rank 0, where the logits are
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
     return group_->run([&](int r) {
-      std::vector<float> none;
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out)
-                    : group_->model(r).forward(in, cache.rank(r), &none);
+                    : group_->model(r).forward(in, cache.rank(r), nullptr);
     });
   }
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
@@ -143,11 +144,13 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
   if (rows.size() != in.logit_rows.size())
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
   if (group_) {
-    if (Status s = check_rank_caches(cache, group_->size()); !s.ok()) return before_sample(), s;
+    if (Status s = check_rank_caches(cache, group_->size()); !s.ok()) {
+      before_sample();
+      return s;
+    }
     return group_->run([&](int r) {
-      std::vector<float> none;
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out, before_sample)
-                    : group_->model(r).forward(in, cache.rank(r), &none);
+                    : group_->model(r).forward(in, cache.rank(r), nullptr);
     });
   }
   Result<Act> lg = run(in, cache);
@@ -286,13 +289,23 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   }
 
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
-  // The lm_head is replicated and rank 0 alone computes the logits.
-  if (R == 0 || (tp && comm_->rank() != 0)) return Act{nullptr, 0, c.vocab_size};
+  // A rank's lm_head is a slice of the vocabulary (weight_shard.h) or, when
+  // tp does not divide it, all of it: then rank 0 alone computes the logits.
+  const int64_t V = c.vocab_size, part = weights_->lm_head.out_features();
+  if (R == 0 || (tp && part == V && comm_->rank() != 0)) return Act{nullptr, 0, V};
   Act sel = scratch(kSel, R, H);
   b.gather_rows(x, in.logit_rows, sel);
   b.rms_norm(sel, weights_->final_norm, eps, sel);
-  Act lg = scratch(kLogits, R, c.vocab_size);
-  b.matmul(sel, weights_->lm_head, lg);
+  Act lg = scratch(kLogits, R, V);
+  if (part == V) {
+    b.matmul(sel, weights_->lm_head, lg);
+    return lg;
+  }
+  // Vocabulary-parallel: this rank's [R, V/tp] columns, then each row
+  // gathered from every rank's slice into the full [R, V] (rank order = vocab order).
+  Act mine = scratch(kLogitsPart, R, part);
+  b.matmul(sel, weights_->lm_head, mine);
+  for (int64_t i = 0; i < R; ++i) comm_->all_gather(mine.data + i * part, part, lg.data + i * V);
   return lg;
 }
 

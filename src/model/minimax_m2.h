@@ -50,7 +50,7 @@ class MiniMaxM2 {
   // `weights` (which must outlive the model) split over a group of
   // parallel.tensor_parallel_size ranks, rank r on make_backend(r), driven
   // in lockstep behind this interface: the KV cache it makes holds a cache
-  // per rank (kv_shape is a rank's), forward returns rank 0's logits,
+  // per rank (kv_shape is a rank's), forward returns rank 0's (gathered) logits,
   // forward_sample samples on rank 0's backend, backend() is rank 0's.
   static Result<std::unique_ptr<MiniMaxM2>> tensor_parallel(
       const ModelWeights& weights, const ParallelConfig& parallel,
@@ -78,7 +78,8 @@ class MiniMaxM2 {
   // `limits`, before the KV cache is allocated. Returns the bytes reserved.
   Result<size_t> reserve(const StepLimits& limits);
 
-  // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host).
+  // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host;
+  // null: not copied, as a group's ranks other than 0 run it).
   Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
   // Runs one step and samples one token from each logit row where the
   // logits are (Backend::sample): rows[i] samples in.logit_rows[i], into

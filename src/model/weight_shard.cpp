@@ -103,6 +103,7 @@ Status check_parallel(const ModelConfig& c, const ParallelConfig& p) {
     M2_RETURN_IF_ERROR(need("q_proj", "rows", int64_t{l.num_q_heads} * c.head_dim, br));
     M2_RETURN_IF_ERROR(need("o_proj", "columns", int64_t{l.num_q_heads} * c.head_dim, bc));
     M2_RETURN_IF_ERROR(need("k_proj", "rows", int64_t{l.num_kv_heads} * c.head_dim, br));
+    if (c.vocab_size % tp == 0) M2_RETURN_IF_ERROR(need("lm_head", "rows", c.vocab_size / tp, br));
     M2_RETURN_IF_ERROR(need("v_proj", "rows", int64_t{l.num_kv_heads} * c.head_dim, br));
     for (int r = 0; r < tp; ++r)
       M2_RETURN_IF_ERROR(need("k_proj", "first row", int64_t{rank_layout(c, p, r).kv_head_begin} * c.head_dim, br));
@@ -153,8 +154,14 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
   w->config.intermediate_size = static_cast<int>(l.inter_size);
   w->embed = full.embed;
   w->final_norm = full.final_norm;
-  w->lm_head = full.lm_head;
-  w->embed.prepared = w->final_norm.prepared = w->lm_head.prepared = nullptr;
+  w->embed.prepared = w->final_norm.prepared = nullptr;
+  if (c.vocab_size % p.tensor_parallel_size == 0) {  // this rank's vocabulary rows; else all of them
+    const int64_t v = c.vocab_size / p.tensor_parallel_size;
+    M2_ASSIGN_OR_RETURN(w->lm_head, row_slice(full.lm_head, rank * v, (rank + 1) * v, "lm_head"));
+  } else {
+    w->lm_head = full.lm_head;
+    w->lm_head.prepared = nullptr;
+  }
   const int64_t hd = c.head_dim;
   const int64_t q0 = l.q_head_begin * hd, q1 = q0 + l.num_q_heads * hd;
   const int64_t k0 = l.kv_head_begin * hd, k1 = k0 + l.num_kv_heads * hd;

@@ -13,8 +13,10 @@
 //              slices (views), w2 a column slice (owned copy); expert-parallel:
 //              E/tp whole experts per rank (views), the others empty. Either
 //              way the outputs are partial sums, all-reduced.
-//   embedding, final norm, lm_head: replicated (views); rank 0 alone computes
-//              the logits.
+//   lm_head:   a row slice (the rank's V/tp vocabulary rows, a view); each
+//              logit row gathered from all ranks. When tp does not divide V:
+//              replicated, and rank 0 alone computes the logits.
+//   embedding, final norm: replicated (views).
 //
 // FP8 weights are 128x128 block-scaled: every slice starts and ends on a
 // block boundary (checked, and refused naming the value otherwise), so the

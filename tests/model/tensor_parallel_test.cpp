@@ -186,6 +186,43 @@ TEST(TensorParallelConfig, RefusesWhatDoesNotSplitNamingTheValue) {
   EXPECT_NE(msg(*t, 2, true).find("k_proj is 64 wide"), std::string::npos) << msg(*t, 2, true);
 }
 
+// What a rank holds (weight_shard.h): views of its rows, copies of its
+// columns, its vocabulary rows, its experts (EP) or expert columns.
+TEST(TensorParallelConfig, ARankHoldsItsSlices) {
+  auto w = load_model(test::data_path("m2-tiny-bf16"), LoadOptions{});  // 4 q x 64, 2 kv heads, V 512, 8 experts x 96
+  ASSERT_TRUE(w.ok());
+  const ModelWeights& full = **w;
+  const LayerWeights& L = full.layers[0];
+  auto byte = [](const TensorView& t, int64_t elems) { return static_cast<const uint8_t*>(t.data) + elems * 2; };
+  ParallelConfig p;
+  p.tensor_parallel_size = 4;  // one q head, the kv heads replicated on 2 ranks each
+  auto s = shard_weights(full, p, 3);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const LayerWeights& R = (*s)->layers[0];
+  EXPECT_EQ((*s)->config.num_attention_heads, 1);
+  EXPECT_EQ((*s)->config.num_key_value_heads, 1);
+  EXPECT_EQ((*s)->config.intermediate_size, 24);
+  EXPECT_EQ(R.q_proj.weight.shape, (Shape{64, 192}));
+  EXPECT_EQ(R.q_proj.weight.data, byte(L.q_proj.weight, 3 * 64 * 192));  // q head 3: a view
+  EXPECT_EQ(R.k_proj.weight.data, byte(L.k_proj.weight, 1 * 64 * 192));  // kv head 3 * 2 / 4 = 1
+  EXPECT_EQ(R.k_norm.data, byte(L.k_norm, 64));
+  EXPECT_EQ(R.o_proj.weight.shape, (Shape{192, 64}));  // columns 192..255: a copy
+  EXPECT_EQ(tensor_get_f32(R.o_proj.weight, 5 * 64 + 7), tensor_get_f32(L.o_proj.weight, 5 * 256 + 192 + 7));
+  EXPECT_EQ((*s)->lm_head.weight.shape, (Shape{128, 192}));
+  EXPECT_EQ((*s)->lm_head.weight.data, byte(full.lm_head.weight, 3 * 128 * 192));
+  EXPECT_EQ(R.experts[0].w1.weight.shape, (Shape{24, 192}));
+  EXPECT_EQ(R.experts[0].w2.weight.shape, (Shape{192, 24}));
+  EXPECT_EQ(tensor_get_f32(R.experts[0].w2.weight, 2 * 24 + 1), tensor_get_f32(L.experts[0].w2.weight, 2 * 96 + 72 + 1));
+  p.expert_parallel = true;
+  auto e = shard_weights(full, p, 1);  // experts 2 and 3, whole
+  ASSERT_TRUE(e.ok());
+  for (int x = 0; x < 8; ++x) {
+    const ExpertWeights& X = (*e)->layers[0].experts[x];
+    EXPECT_EQ(X.w1.weight.empty(), x != 2 && x != 3) << x;
+    if (!X.w1.weight.empty()) EXPECT_EQ(X.w2.weight.data, L.experts[x].w2.weight.data);
+  }
+}
+
 TEST(TensorParallelConfig, AGroupRefusesAnotherModelsCache) {
   auto w = load_model(test::data_path("m2-tiny-bf16"), LoadOptions{});
   ASSERT_TRUE(w.ok());
