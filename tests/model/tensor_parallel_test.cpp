@@ -186,6 +186,29 @@ TEST(TensorParallelConfig, RefusesWhatDoesNotSplitNamingTheValue) {
   EXPECT_NE(msg(*t, 2, true).find("k_proj is 64 wide"), std::string::npos) << msg(*t, 2, true);
 }
 
+// A vocabulary tp does not divide (500 over 8 ranks): the lm_head is
+// replicated and rank 0 alone computes the logits.
+TEST(TensorParallelConfig, AVocabularyTpDoesNotDivideKeepsTheLmHeadWhole) {
+  ModelConfig c = dummy_config();
+  c.vocab_size = 500;
+  auto w = make_dummy_weights(c, 3);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ParallelConfig p;
+  p.tensor_parallel_size = 8;
+  auto s = shard_weights(**w, p, 5);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->lm_head.weight.data, (*w)->lm_head.weight.data);
+  auto cpu = make_cpu_backend();
+  MiniMaxM2 single(**w, *cpu);
+  auto g = make_group(**w, 8, false);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 53 + 5) % 500);
+  auto want = all_logits(single, ids, DType::kF32), got = all_logits(**g, ids, DType::kF32);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_LE(max_abs_diff(*got, *want), 2e-4);
+}
+
 // What a rank holds (weight_shard.h): views of its rows, copies of its
 // columns, its vocabulary rows, its experts (EP) or expert columns.
 TEST(TensorParallelConfig, ARankHoldsItsSlices) {
