@@ -1,6 +1,8 @@
 #include "model/weight_shard.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace m2 {
 namespace {
@@ -138,6 +140,23 @@ RankLayout rank_layout(const ModelConfig& c, const ParallelConfig& p, int rank) 
     l.expert_begin = 0, l.expert_end = c.num_local_experts;
   }
   return l;
+}
+
+TensorShare tensor_share(const ModelConfig& c, const ParallelConfig& p, int rank, const std::string& name) {
+  if (p.tensor_parallel_size <= 1) return {};
+  const RankLayout l = rank_layout(c, p, rank);
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (has("self_attn.q_proj.") || has("self_attn.q_norm.") || has("self_attn.o_proj."))
+    return {l.num_q_heads, c.num_attention_heads};
+  if (has("self_attn.k_proj.") || has("self_attn.v_proj.") || has("self_attn.k_norm."))
+    return {l.num_kv_heads, c.num_key_value_heads};
+  if (const size_t at = name.find("block_sparse_moe.experts."); at != std::string::npos) {
+    const int e = std::atoi(name.c_str() + at + std::char_traits<char>::length("block_sparse_moe.experts."));
+    if (p.expert_parallel) return {e >= l.expert_begin && e < l.expert_end ? 1 : 0, 1};
+    return {l.inter_size, c.intermediate_size};
+  }
+  if (name.rfind("lm_head.", 0) == 0 && c.vocab_size % p.tensor_parallel_size == 0) return {1, p.tensor_parallel_size};
+  return {};
 }
 
 Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, const ParallelConfig& p, int rank) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "model/weights.h"
 #include "util/status.h"
@@ -48,6 +49,14 @@ struct RankLayout {
 // The message names the value that does not divide.
 Status check_parallel(const ModelConfig& config, const ParallelConfig& parallel);
 RankLayout rank_layout(const ModelConfig& config, const ParallelConfig& parallel, int rank);
+
+// The fraction num/den of the elements of checkpoint tensor `name`
+// (expected_tensors' names, scales included) that rank `rank` holds:
+// 1/1 replicated, 0/1 another rank's expert (for `m2cpp info -tp`).
+struct TensorShare {
+  int64_t num = 1, den = 1;
+};
+TensorShare tensor_share(const ModelConfig& config, const ParallelConfig& parallel, int rank, const std::string& name);
 
 // Rank `rank`'s weights: a model of its own whose config has the rank's head
 // counts and expert width (num_attention_heads, num_key_value_heads,

@@ -118,6 +118,26 @@ TEST(Cli, TensorParallelLogitsAndGreedyIdsMatchTp1) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// info -tp: what one rank holds (the M2.7 shape, no files), and the split
+// an FP8 checkpoint cannot take refused naming the value (I / 8 = 192 is
+// not a multiple of the 128-wide scale blocks: TP8 needs EP, as vLLM's).
+TEST(Cli, InfoReportsBytesPerRank) {
+  CmdResult r = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --json -tp 8 --enable-expert-parallel");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out, "info");
+  ASSERT_TRUE(j.ok()) << r.out;
+  const Json& p = (*j)["per_rank"];
+  EXPECT_EQ(p["tensor_parallel_size"], 8);
+  EXPECT_EQ(p["kv_bytes_per_token_bf16"], (*j)["kv_bytes_per_token_bf16"].get<int64_t>() / 8);
+  uint64_t total = 0;
+  for (const auto& [dtype, b] : (*j)["bytes_by_dtype"].items()) total += b.get<uint64_t>();
+  EXPECT_GT(p["weight_bytes"].get<uint64_t>(), total / 8);       // the embedding, norms and routers replicated
+  EXPECT_LT(p["weight_bytes"].get<uint64_t>(), total / 8 * 1.05);
+  CmdResult bad = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy -tp 8");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("rows of w1 is 192 wide, not a multiple of the FP8 scale block 128"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   for (const std::string v : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
     auto j = read_json_file(src("tests/data/reference/" + v + "/prompt.json"));

@@ -246,6 +246,37 @@ TEST(TensorParallelConfig, ARankHoldsItsSlices) {
   }
 }
 
+// `m2cpp info -tp`'s per-rank bytes (tensor_share, by tensor name) are the
+// bytes of the shard shard_weights builds.
+TEST(TensorParallelConfig, TensorSharesAddUpToTheShardsBytes) {
+  auto linear = [](const Linear& l) { return (l.weight.empty() ? 0 : l.weight.nbytes()) + (l.scale_inv.empty() ? 0 : l.scale_inv.nbytes()); };
+  auto vec = [](const TensorView& t) { return t.empty() ? size_t{0} : t.nbytes(); };
+  for (auto [fixture, tp, ep] : {std::tuple{"m2-tiny-bf16", 2, false}, std::tuple{"m2-tiny-bf16", 4, true},
+                                 std::tuple{"m2-aligned-fp8", 2, false}, std::tuple{"m2-aligned-fp8", 4, true}}) {
+    auto w = load_model(test::data_path(fixture), LoadOptions{});
+    ASSERT_TRUE(w.ok());
+    ParallelConfig p;
+    p.tensor_parallel_size = tp, p.expert_parallel = ep;
+    for (int rank = 0; rank < tp; ++rank) {
+      auto s = shard_weights(**w, p, rank);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      const ModelWeights& m = **s;
+      size_t held = vec(m.embed) + vec(m.final_norm) + (m.config.tie_word_embeddings ? 0 : linear(m.lm_head));
+      for (const LayerWeights& L : m.layers) {
+        held += vec(L.input_norm) + vec(L.post_attention_norm) + vec(L.q_norm) + vec(L.k_norm) + vec(L.router) +
+                vec(L.router_bias) + linear(L.q_proj) + linear(L.k_proj) + linear(L.v_proj) + linear(L.o_proj);
+        for (const ExpertWeights& e : L.experts) held += linear(e.w1) + linear(e.w2) + linear(e.w3);
+      }
+      size_t shares = 0;
+      for (const TensorSpec& t : expected_tensors((*w)->config)) {
+        const TensorShare sh = tensor_share((*w)->config, p, rank, t.name);
+        shares += static_cast<size_t>(t.shape.numel()) * dtype_size(t.dtype) * sh.num / sh.den;
+      }
+      EXPECT_EQ(shares, held) << fixture << " tp " << tp << (ep ? " ep" : "") << " rank " << rank;
+    }
+  }
+}
+
 TEST(TensorParallelConfig, AGroupRefusesAnotherModelsCache) {
   auto w = load_model(test::data_path("m2-tiny-bf16"), LoadOptions{});
   ASSERT_TRUE(w.ok());
