@@ -34,7 +34,9 @@ int run(const ModelOptions& mo, const Args& a) {
   auto fail = [](const Status& s) { return fmt::print(stderr, "error: {}\n", s.message()), 1; };
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());
-  MiniMaxM2 model(*m->weights, *m->backend);
+  auto made = mo.make_model(*m->weights, *m->backend);
+  if (!made.ok()) return fail(made.status());
+  MiniMaxM2& model = **made;
   EngineConfig c;
   c.kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   c.scheduler.max_num_seqs = a.max_num_seqs;
@@ -112,6 +114,7 @@ std::function<int()> add_bench_engine(CLI::App* bench, CLI::App** sub) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<Args>();
   mo->add_to(app);
+  mo->add_parallel_to(app);
   app->add_option("--num-prompts", a->num_prompts, "Requests");
   app->add_option("--input-len", a->input_len, "Prompt tokens per request");
   app->add_option("--output-len", a->output_len, "Generated tokens per request (EOS ignored)");

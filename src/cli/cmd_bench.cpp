@@ -377,8 +377,9 @@ int run_decode_bench(ModelOptions mo, const DecodeArgs& a) {
     d.host_layers = h.layers, d.host_threads = h.threads, d.host_read_bw = host_bw, d.host_max_tokens = h.max_cpu_tokens;
   }
 #endif
-  MiniMaxM2 model(*d.loaded.weights, *d.loaded.backend);
-  return a.batch > 1 ? run_decode_batch(mo, a, d, model) : run_decode(mo, a, d, model);
+  auto model = mo.make_model(*d.loaded.weights, *d.loaded.backend);
+  if (!model.ok()) return fail(model.status());
+  return a.batch > 1 ? run_decode_batch(mo, a, d, **model) : run_decode(mo, a, d, **model);
 }
 
 Command make_bench(CLI::App& parent) {
@@ -392,6 +393,7 @@ Command make_bench(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<DecodeArgs>();
   mo->add_to(dec);
+  mo->add_parallel_to(dec);
   dec->add_option("--context", a->context, "Tokens of context before decoding");
   dec->add_option("--tokens", a->tokens, "Decode steps to time");
   dec->add_option("--batch", a->batch, "Sequences decoded together (above 1: output tokens/s of the batch)")

@@ -28,7 +28,9 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   if (!ids.ok()) return fail(ids.status());
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());
-  MiniMaxM2 model(*m->weights, *m->backend);
+  auto made = mo.make_model(*m->weights, *m->backend);
+  if (!made.ok()) return fail(made.status());
+  MiniMaxM2& model = **made;
   GreedyOptions o;
   o.max_tokens = a.max_tokens;
   o.ignore_eos = a.ignore_eos;
@@ -50,6 +52,7 @@ Command make_generate(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<GenerateArgs>();
   mo->add_to(app);
+  mo->add_parallel_to(app);
   app->add_option("--ids", a->ids, "Comma-separated prompt token ids")->required();
   app->add_option("--max-tokens", a->max_tokens, "Tokens to generate");
   app->add_option("--temperature", a->temperature, "0 = greedy (the only mode of this command)");

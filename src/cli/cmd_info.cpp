@@ -7,6 +7,7 @@
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
 #include "model/expert_placement.h"
+#include "model/weight_shard.h"
 #include "model/weights.h"
 #include "util/cpu_features.h"
 #include "util/json.h"
@@ -23,9 +24,12 @@ struct Counts {
   uint64_t scales = 0;         // elements of FP8 scale tensors
   uint64_t active = 0;         // elements read per token (one embedding row, k experts)
   std::map<std::string, uint64_t> bytes_by_dtype;
+  uint64_t rank_bytes = 0;         // bytes rank 0 of -tp holds (every rank holds as many)
+  uint64_t rank_copied_bytes = 0;  // of those, column slices the CPU ranks copy (o_proj, w2 without EP)
 };
 
-Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const Checkpoint* ck) {
+Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const Checkpoint* ck,
+             const ParallelConfig& parallel) {
   Counts n;
   const std::string expert_tag = "block_sparse_moe.experts.";
   for (const TensorSpec& s : specs) {
@@ -37,6 +41,12 @@ Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const C
       dt = e->dtype;
     }
     n.bytes_by_dtype[std::string(dtype_name(dt))] += elems * dtype_size(dt);
+    const TensorShare share = tensor_share(c, parallel, 0, s.name);
+    const uint64_t mine = elems * dtype_size(dt) * share.num / share.den;
+    n.rank_bytes += mine;
+    const bool column_slice = s.name.find("o_proj.") != std::string::npos ||
+                              (!parallel.expert_parallel && s.name.find(".w2.") != std::string::npos);
+    if (parallel.tensor_parallel_size > 1 && column_slice) n.rank_copied_bytes += mine;
     (s.kind == TensorSpec::Kind::kScale ? n.scales : n.weights) += elems;
     // Active: everything but the embedding table (one row) and the experts
     // (top-k of E per layer).
@@ -144,8 +154,13 @@ int run_info(const ModelOptions& mo, bool as_json) {
     if (!loaded.ok()) return fmt::print(stderr, "error: {}\n", loaded.status().message()), 1;
     w = std::move(loaded.value());
   }
-  const Counts n = count(c, expected_tensors(c), w ? w->checkpoint.get() : nullptr);
+  ParallelConfig parallel;
+  parallel.tensor_parallel_size = mo.tensor_parallel_size, parallel.expert_parallel = mo.enable_expert_parallel;
+  if (Status s = check_parallel(c, parallel); !s.ok()) return fmt::print(stderr, "error: {}\n", s.message()), 1;
+  const Counts n = count(c, expected_tensors(c), w ? w->checkpoint.get() : nullptr, parallel);
   const uint64_t kv_bf16 = 2ull * c.num_hidden_layers * c.kv_dim() * 2;
+  const RankLayout rank0 = rank_layout(c, parallel, 0);
+  const uint64_t kv_rank_bf16 = 2ull * c.num_hidden_layers * rank0.num_kv_heads * c.head_dim * 2;
   const uint64_t total = n.weights + n.scales;
 
   if (as_json) {
@@ -167,6 +182,12 @@ int run_info(const ModelOptions& mo, bool as_json) {
     j["bytes_by_dtype"] = n.bytes_by_dtype;
     j["kv_bytes_per_token_bf16"] = kv_bf16;
     j["max_position_embeddings"] = c.max_position_embeddings;
+    if (parallel.tensor_parallel_size > 1)
+      j["per_rank"] = {{"tensor_parallel_size", parallel.tensor_parallel_size},
+                       {"expert_parallel", parallel.expert_parallel},
+                       {"weight_bytes", n.rank_bytes},
+                       {"cpu_copied_bytes", n.rank_copied_bytes},
+                       {"kv_bytes_per_token_bf16", kv_rank_bf16}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -190,6 +211,12 @@ int run_info(const ModelOptions& mo, bool as_json) {
   }
   fmt::print("bytes total      {:.3f} GiB\n", bytes / double(1ull << 30));
   fmt::print("kv cache/token   {} bytes in BF16 ({} in FP8)\n", kv_bf16, kv_bf16 / 2);
+  if (parallel.tensor_parallel_size > 1) {
+    fmt::print("per rank         tp {}{}: {:.3f} GiB of weights ({:.3f} GiB of them column slices the CPU ranks "
+               "copy), kv cache/token {} bytes in BF16\n",
+               parallel.tensor_parallel_size, parallel.expert_parallel ? " + EP" : "", n.rank_bytes / double(1ull << 30),
+               n.rank_copied_bytes / double(1ull << 30), kv_rank_bf16);
+  }
   fmt::print("cpu              {} kernels\n", isa_name(active_isa()));
   if (mo.cpu_moe || !mo.n_cpu_moe.empty()) {
     auto p = placement(mo, c);
@@ -208,6 +235,7 @@ Command make_info(CLI::App& parent) {
   auto context = std::make_shared<int64_t>(1024);
   auto kv = std::make_shared<std::string>("fp8");
   mo->add_to(app);
+  mo->add_parallel_to(app);
   app->add_flag("--json", *as_json, "Machine-readable output");
   app->add_flag("--plan", *plan,
                 "Every kernel a forward step runs on the CUDA backend (on GPU 0, or an H200 without one), for the "

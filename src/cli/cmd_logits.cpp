@@ -16,7 +16,9 @@ int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::s
   if (!kv_dtype.ok()) return fail(kv_dtype.status());
   auto m = mo.load_on_backend();
   if (!m.ok()) return fail(m.status());
-  MiniMaxM2 model(*m->weights, *m->backend);
+  auto made = mo.make_model(*m->weights, *m->backend);
+  if (!made.ok()) return fail(made.status());
+  MiniMaxM2& model = **made;
   auto logits = all_logits(model, *ids, *kv_dtype);
   if (!logits.ok()) return fail(logits.status());
   const int64_t n = static_cast<int64_t>(ids->size());
@@ -32,6 +34,7 @@ Command make_logits(CLI::App& parent) {
   auto out = std::make_shared<std::string>();
   auto kv = std::make_shared<std::string>("f32");
   mo->add_to(app);
+  mo->add_parallel_to(app);
   app->add_option("--ids", *ids, "Comma-separated token ids")->required();
   app->add_option("--out", *out, "Output .npy path")->required();
   app->add_option("--kv-dtype", *kv, "KV cache dtype: f32, bf16 or fp8 (e4m3, one scale per token and head)");

@@ -49,7 +49,7 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   M2_ASSIGN_OR_RETURN(text::ChatTemplate t, text::ChatTemplate::load_from_dir(mo.model));
   c->chat_template.emplace(std::move(t));
   M2_ASSIGN_OR_RETURN(c->loaded, mo.load_on_backend());
-  c->model = std::make_unique<MiniMaxM2>(*c->loaded.weights, *c->loaded.backend);
+  M2_ASSIGN_OR_RETURN(c->model, mo.make_model(*c->loaded.weights, *c->loaded.backend));
   EngineConfig ec;
   M2_ASSIGN_OR_RETURN(ec.kv_dtype, parse_kv_dtype(a.kv));
   M2_ASSIGN_OR_RETURN(ec.kv_cache_bytes, mo.kv_cache_bytes(c->loaded, 0, 512ll << 20, ec.scheduler.max_num_batched_tokens, 1));
@@ -218,6 +218,7 @@ Command make_run(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<RunArgs>();
   mo->add_to(app, /*model_required=*/false);
+  mo->add_parallel_to(app);
   app->add_option("-p,--prompt", a->prompt, "Answer this prompt once and exit");
   app->add_option("--system", a->system, "System prompt (default: the template's)");
   app->add_option("--max-tokens", a->max_tokens, "Tokens per answer, reasoning included");

@@ -189,7 +189,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   if (!kv_bytes.ok()) return fail(kv_bytes.status());
   // The served weight set; weight updates (docs/rollout.md) swap in others.
   server::RolloutControl rollout(wrap_loaded_weights(std::move(loaded->weights)), dir_name(mo.model));
-  MiniMaxM2 model(rollout.current()->weights(), *loaded->backend);
+  auto made = mo.make_model(rollout.current()->weights(), *loaded->backend);
+  if (!made.ok()) return fail(made.status());
+  MiniMaxM2& model = **made;
 
   EngineConfig ec;
   ec.block_size = a.block_size;
@@ -254,6 +256,7 @@ Command make_serve(CLI::App& parent) {
   auto mo = std::make_shared<ModelOptions>();
   auto a = std::make_shared<ServeArgs>();
   mo->add_to(app, /*model_required=*/false);
+  mo->add_parallel_to(app);
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   app->add_option("--host", a->host, "Address or host name to bind (default loopback only)")->check(non_empty());

@@ -1,5 +1,6 @@
 // m2cpp: inference engine and server for the MiniMax-M2 model family.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -15,6 +16,17 @@ std::vector<CommandEntry>& command_registry() {
 bool register_command(std::string name, int order, CommandFactory make) {
   command_registry().push_back({std::move(name), order, std::move(make)});
   return true;
+}
+
+// vLLM's multi-letter short name `-tp` (CLI11 takes one letter after a
+// single dash): `-tp N` and `-tp=N` are --tensor-parallel-size.
+std::vector<std::string> vllm_short_names(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
+  }
+  return args;
 }
 
 }  // namespace m2::cli
@@ -33,7 +45,10 @@ int main(int argc, char** argv) {
   std::vector<m2::cli::Command> commands;
   for (auto& e : entries) commands.push_back(e.make(app));
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = m2::cli::vllm_short_names(argc, argv);
+    std::vector<char*> ptrs;
+    for (std::string& a : args) ptrs.push_back(a.data());
+    app.parse(argc, ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -53,6 +54,15 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
       ->check(positive_number(1));
 }
 
+void ModelOptions::add_parallel_to(CLI::App* app) {
+  app->add_option("--tensor-parallel-size", tensor_parallel_size,
+                  "(also -tp) Ranks the model is split over: attention heads, expert columns (CPU backend: ranks as "
+                  "threads)")
+      ->check(int_range(1, 1024));
+  app->add_flag("--enable-expert-parallel", enable_expert_parallel,
+                "Split the experts whole over the ranks instead of each expert's columns");
+}
+
 Status ModelOptions::check() const {
   std::error_code ec;
   if (!std::filesystem::exists(model, ec)) return errorf("-m {}: no such file or directory", model);
@@ -62,7 +72,32 @@ Status ModelOptions::check() const {
                   "host memory already");
   if (cpu_moe && !n_cpu_moe.empty()) return errorf("--cpu-moe and --n-cpu-moe: give one of them");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
+  if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
+    if (device != "cpu")
+      return errorf("--tensor-parallel-size {} on --device {}: tensor parallelism runs on the CPU backend only so "
+                    "far (the GPU path is not implemented yet)",
+                    tensor_parallel_size, device);
+    M2_ASSIGN_OR_RETURN(const ModelConfig config, load_config_from(model));
+    ParallelConfig p;
+    p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
+    M2_RETURN_IF_ERROR(check_parallel(config, p));
+  }
   return Status();
+}
+
+Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& weights, Backend& backend) const {
+  if (tensor_parallel_size <= 1) return std::make_unique<MiniMaxM2>(weights, backend);
+  M2_RETURN_IF_ERROR(check());
+  ParallelConfig p;
+  p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
+  // The global pool serves one caller at a time: each rank gets a pool of its share.
+  const int total = threads > 0 ? threads : ThreadPool::global().size();
+  const int per_rank = std::max(1, total / tensor_parallel_size);
+  log_info("tensor parallel: {} ranks{} on the CPU, {} thread(s) each", tensor_parallel_size,
+           enable_expert_parallel ? " (experts split whole)" : "", per_rank);
+  return MiniMaxM2::tensor_parallel(weights, p, [per_rank](int) -> Result<std::unique_ptr<Backend>> {
+    return make_cpu_backend(per_rank);
+  });
 }
 
 LoadOptions ModelOptions::load_options() const {

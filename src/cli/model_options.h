@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/backend.h"
+#include "model/minimax_m2.h"
 #include "model/weights.h"
 #include "util/status.h"
 
@@ -40,8 +41,13 @@ struct ModelOptions {
   std::string auto_kv_dtype = "auto";
   int64_t auto_step_tokens = 8192;
   int64_t auto_logit_rows = 256;
+  int tensor_parallel_size = 1;       // --tensor-parallel-size/-tp (add_parallel_to)
+  bool enable_expert_parallel = false;
 
   void add_to(CLI::App* app, bool model_required = true);
+  // -tp/--tensor-parallel-size and --enable-expert-parallel, for the commands
+  // that run the model through make_model.
+  void add_parallel_to(CLI::App* app);
   // What can be checked before anything loads: -m exists, the flags agree
   // with each other (--gpu-memory-utilization needs a GPU device).
   Status check() const;
@@ -54,6 +60,10 @@ struct ModelOptions {
   Result<LoadedModel> load_on_backend() const;
   // The device bytes --n-cpu-moe auto keeps for the KV cache and activations.
   Result<int64_t> auto_reserve_bytes() const;
+  // The model over `weights`: on `backend`, or with -tp N > 1 split over N
+  // ranks (CPU: threads, each a CPU backend on its share of --threads;
+  // `weights` must outlive the model).
+  Result<std::unique_ptr<MiniMaxM2>> make_model(const ModelWeights& weights, Backend& backend) const;
   // Sizes the global thread pool from --threads (before any backend exists).
   void apply_threads() const;
   // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,

@@ -324,6 +324,9 @@ int64_t Engine::flush_prefix_cache() {
 }
 
 Status Engine::swap_weights(ModelWeights& weights) {
+  if (model_.parallel_size() > 1)
+    return errorf("weight updates with --tensor-parallel-size {} are not implemented yet (the ranks hold shards)",
+                  model_.parallel_size());
   const ModelConfig& a = model_.config();
   const ModelConfig& b = weights.config;
   if (a.num_hidden_layers != b.num_hidden_layers || a.hidden_size != b.hidden_size ||

@@ -131,6 +131,8 @@ class Backend {
     route(x, gate, bias, top_k, scaling, out);
   }
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
+  // An expert whose w1 is empty is held by another rank (expert parallelism)
+  // and adds nothing here.
   virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
   // One token from each row of `logits` [rows.size(), vocab] (overwritten:
   // the rows' edits are applied in place) as model/sampling.h defines it;
@@ -138,6 +140,24 @@ class Backend {
   // shapes or ids outside the vocabulary.
   virtual Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) = 0;
   virtual MemoryInfo memory_info() = 0;
+
+  // ---- Tensor parallelism (model/tensor_parallel.h): a rank holds a slice
+  // of the heads, and the full-width QK RMSNorm takes each row's mean of
+  // squares over all ranks' slices (m2-spec §2.2c): qk_sum_squares gives this
+  // rank's part, the model all-reduces it over the ranks, qk_norm_rope_sums
+  // applies it. Only called when supports_tensor_parallel() (the defaults
+  // do nothing; the model refuses a group on a backend without them).
+  virtual bool supports_tensor_parallel() const { return false; }
+  // ss [T, 2] fp32: (Σ_j q[t, j]², Σ_j k[t, j]²) of every row of this rank's
+  // q [T, q_cols] and k [T, k_cols].
+  virtual void qk_sum_squares(Act q, Act k, Act ss) {}
+  // qk_norm_rope with the mean of squares of row t given, not computed over
+  // the row: ss[t, 0] / q_count for q and ss[t, 1] / k_count for k (ss: the
+  // all-reduced sums; q_count, k_count: the elements they sum over). A norm
+  // weight (this rank's slice) that is empty skips its norm.
+  virtual void qk_norm_rope_sums(Act q, Act k, Act ss, double q_count, double k_count, const Weight& q_norm,
+                                 const Weight& k_norm, float eps, std::span<const int32_t> positions,
+                                 const RopeParams& rope) {}
 
   // ---- Fused steps: by default the ops above in sequence; a backend
   // overrides them to save launches and passes over memory (CUDA decode).
@@ -191,7 +211,11 @@ class Backend {
 // Checks of Backend::sample's arguments every backend makes.
 Status check_sample_args(const Act& logits, std::span<const SampleRow> rows, std::span<SampledToken> out);
 
-// The CPU backend (backend/cpu), the reference for every other backend.
+// The CPU backend (backend/cpu), the reference for every other backend, on
+// the process-wide thread pool.
 std::unique_ptr<Backend> make_cpu_backend();
+// The same on a pool of its own of `threads` threads: tensor-parallel ranks
+// run side by side, and the global pool serves one caller at a time.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace m2

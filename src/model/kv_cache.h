@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "tensor/dtype.h"
 
@@ -35,6 +36,13 @@ struct KvCacheShape {
 class KvCache {
  public:
   KvCache(const KvCacheShape& shape, std::shared_ptr<void> storage);
+  // The cache of a tensor-parallel model (model/tensor_parallel.h): one cache
+  // per rank, each of its own kv heads, the blocks numbered alike in all;
+  // `shape` is theirs (per rank). It holds no storage of its own: the ranks'
+  // steps read and write rank(r).
+  explicit KvCache(std::vector<std::unique_ptr<KvCache>> ranks);
+  int num_ranks() const { return static_cast<int>(ranks_.size()); }  // 0: an ordinary cache
+  KvCache& rank(int r) const { return *ranks_[r]; }
 
   const KvCacheShape& shape() const { return shape_; }
   // Base of layer `l`'s K (or V) blocks.
@@ -58,6 +66,7 @@ class KvCache {
   }
   KvCacheShape shape_;
   std::shared_ptr<void> storage_;
+  std::vector<std::unique_ptr<KvCache>> ranks_;
 };
 
 }  // namespace m2

@@ -4,16 +4,48 @@
 #include <bit>
 #include <cmath>
 
+#include "model/tensor_parallel.h"
+
 namespace m2 {
 namespace {
 // Scratch buffer slots.
-enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, kNumSlots };
+enum Slot { kX, kH, kQ, kK, kV, kAttn, kOut, kSel, kLogits, kRouteIds, kRouteW, kSumSq, kLogitsPart, kNumSlots };
+
+// A group's cache is one cache per rank (MiniMaxM2::make_kv_cache of a group).
+Status check_rank_caches(const KvCache& cache, int ranks) {
+  if (cache.num_ranks() != ranks)
+    return errorf("forward: a KV cache of {} rank caches for a group of {} ranks (use the model's make_kv_cache)",
+                  cache.num_ranks(), ranks);
+  return Status();
+}
 }  // namespace
 
 MiniMaxM2::MiniMaxM2(const ModelWeights& weights, Backend& backend)
     : weights_(&weights), backend_(backend), scratch_(kNumSlots) {}
 
+MiniMaxM2::MiniMaxM2(const ModelWeights& weights, Backend& backend, Communicator* comm)
+    : weights_(&weights), backend_(backend), comm_(comm), scratch_(kNumSlots) {}
+
+MiniMaxM2::MiniMaxM2(const ModelWeights& weights, std::unique_ptr<TensorParallelGroup> group)
+    : weights_(&weights), backend_(group->backend(0)), group_(std::move(group)), scratch_(kNumSlots) {}
+
+MiniMaxM2::~MiniMaxM2() = default;
+
+Result<std::unique_ptr<MiniMaxM2>> MiniMaxM2::tensor_parallel(
+    const ModelWeights& weights, const ParallelConfig& parallel,
+    const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend) {
+  M2_ASSIGN_OR_RETURN(auto group, TensorParallelGroup::create(weights, parallel, make_backend));
+  return std::unique_ptr<MiniMaxM2>(new MiniMaxM2(weights, std::move(group)));
+}
+
+int MiniMaxM2::parallel_size() const { return group_ ? group_->size() : comm_ ? comm_->size() : 1; }
+
+std::span<const int32_t> MiniMaxM2::last_routing() const {
+  return group_ ? group_->model(0).last_routing() : std::span<const int32_t>(routing_host_);
+}
+
 KvCacheShape MiniMaxM2::kv_shape(int block_size, int64_t num_blocks, DType dtype) const {
+  if (group_) return group_->model(0).kv_shape(block_size, num_blocks, dtype);
   KvCacheShape s;
   s.num_layers = config().num_hidden_layers;
   s.num_kv_heads = config().num_key_value_heads;
@@ -25,6 +57,11 @@ KvCacheShape MiniMaxM2::kv_shape(int block_size, int64_t num_blocks, DType dtype
 }
 
 std::unique_ptr<KvCache> MiniMaxM2::make_kv_cache(int block_size, int64_t num_blocks, DType dtype) {
+  if (group_) {
+    std::vector<std::unique_ptr<KvCache>> ranks;
+    for (int r = 0; r < group_->size(); ++r) ranks.push_back(group_->model(r).make_kv_cache(block_size, num_blocks, dtype));
+    return std::make_unique<KvCache>(std::move(ranks));
+  }
   const KvCacheShape s = kv_shape(block_size, num_blocks, dtype);
   return std::make_unique<KvCache>(s, backend_.allocate(KvCache::storage_bytes(s)));
 }
@@ -40,6 +77,16 @@ Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
 }
 
 Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
+  if (group_) {  // every rank's scratch (its own step, its own cache shape: the same on every rank)
+    std::vector<size_t> bytes(group_->size());
+    M2_RETURN_IF_ERROR(group_->run([&](int r) -> Status {
+      M2_ASSIGN_OR_RETURN(bytes[r], group_->model(r).reserve(limits));
+      return Status();
+    }));
+    size_t sum = 0;
+    for (size_t b : bytes) sum += b;
+    return sum;
+  }
   const ModelConfig& c = config();
   const int64_t T = limits.max_tokens, R = std::min(limits.max_logit_rows, T);
   if (T <= 0 || R <= 0 || limits.max_seqs <= 0 || limits.max_context <= 0)
@@ -50,18 +97,27 @@ Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
                                             {kQ, c.q_dim()},            {kK, c.kv_dim()},
                                             {kV, c.kv_dim()},           {kAttn, c.q_dim()},
                                             {kOut, c.hidden_size},      {kRouteIds, c.num_experts_per_tok},
-                                            {kRouteW, c.num_experts_per_tok}};
+                                            {kRouteW, c.num_experts_per_tok}, {kSumSq, 2}};
   size_t bytes = 0;
   for (auto [slot, cols] : widths) bytes += static_cast<size_t>(T * cols) * sizeof(float), scratch(slot, T, cols);
   scratch(kSel, R, c.hidden_size);
   scratch(kLogits, R, c.vocab_size);
   bytes += static_cast<size_t>(R * (c.hidden_size + c.vocab_size)) * sizeof(float);
+  if (const int64_t part = weights_->lm_head.out_features(); part != c.vocab_size) {  // a rank's vocabulary slice
+    scratch(kLogitsPart, R, part);
+    bytes += static_cast<size_t>(R * part) * sizeof(float);
+  }
   M2_ASSIGN_OR_RETURN(const size_t ops, backend_.reserve_scratch(c, limits));
   return bytes + ops;
 }
 
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
+  if (group_) {  // rank 0's logits (the other ranks compute none)
+    M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
+    return group_->run([&](int r) { return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : nullptr); });
+  }
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
+  if (!logits) return Status();
   logits->resize(static_cast<size_t>(lg.rows * lg.cols));
   if (lg.rows > 0) backend_.copy_to_host(lg.data, logits->data(), logits->size() * sizeof(float));
   return Status();
@@ -71,6 +127,13 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
                                  std::span<SampledToken> out) {
   if (rows.size() != in.logit_rows.size())
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
+  if (group_) {  // sampled on rank 0, where the logits are
+    M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
+    return group_->run([&](int r) {
+      return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out)
+                    : group_->model(r).forward(in, cache.rank(r), nullptr);
+    });
+  }
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
   if (lg.rows == 0) return Status();
   return backend_.sample(lg, rows, out);
@@ -80,6 +143,16 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
                                  std::span<SampledToken> out, const std::function<void()>& before_sample) {
   if (rows.size() != in.logit_rows.size())
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
+  if (group_) {
+    if (Status s = check_rank_caches(cache, group_->size()); !s.ok()) {
+      before_sample();
+      return s;
+    }
+    return group_->run([&](int r) {
+      return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out, before_sample)
+                    : group_->model(r).forward(in, cache.rank(r), nullptr);
+    });
+  }
   Result<Act> lg = run(in, cache);
   before_sample();  // also after a failed step: the caller's task may read what the step reads
   if (!lg.ok()) return lg.status();
@@ -131,6 +204,11 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
     }
   }
   if (in.capture_routing) routing_host_.resize(static_cast<size_t>(c.num_hidden_layers * T * top_k));
+  // A rank of a group: its q, k, v are its heads' slices; the shards meet in
+  // the communicator (the same collectives, in the same order, on every rank).
+  const bool tp = comm_ && comm_->size() > 1;
+  if (tp && !backend_.supports_tensor_parallel())
+    return errorf("the {} backend does not implement tensor parallelism", backend_.name());
 
   const int64_t H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -156,7 +234,7 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
                              c.num_key_value_heads, max_context};
   arrays.head_dim = cache.shape().head_dim, arrays.kv_dtype = cache.shape().dtype;
   uint64_t graph_key = 0;  // none
-  if (decode && !forced && !in.capture_routing) {
+  if (decode && !forced && !in.capture_routing && !tp) {  // (a rank's collectives are not backend ops: never recorded)
     arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));
     graph_key = static_cast<uint64_t>(T) << 40 | static_cast<uint64_t>(arrays.context_bound);
   }
@@ -173,9 +251,24 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
         b.add_rms_norm(x, out, L.input_norm, eps, h);
       }
       b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v);
-      b.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, eps, in.positions, rope, cache, l, in.slots);
+      if (tp && c.use_qk_norm) {
+        // Full-width QK norm over all ranks' heads (m2-spec §2.2c): the
+        // per-row sums of squares [T, 2] summed over the ranks, over
+        // q_dim·tp and kv_dim·tp elements (kv heads replicated r times count
+        // r times in both the sum and the count).
+        Act ss = scratch(kSumSq, T, 2);
+        b.qk_sum_squares(q, k, ss);
+        comm_->all_reduce_sum(ss.data, T * 2);
+        const double ranks = comm_->size();
+        b.qk_norm_rope_sums(q, k, ss, c.q_dim() * ranks, c.kv_dim() * ranks, L.q_norm, L.k_norm, eps,
+                            in.positions, rope);
+        b.kv_store(cache, l, k, v, in.slots);
+      } else {
+        b.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, eps, in.positions, rope, cache, l, in.slots);
+      }
       b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
       b.matmul(attn, L.o_proj, out);
+      if (tp) comm_->all_reduce_sum(out.data, T * H);  // o_proj of this rank's heads: a partial sum
       // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
       b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
       const float scaling = static_cast<float>(c.routed_scaling_factor);
@@ -189,18 +282,30 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       if (in.capture_routing)
         b.copy_to_host(routing.expert_ids, routing_host_.data() + l * T * top_k, T * top_k * sizeof(int32_t));
       b.moe(h, L, routing, out);
+      if (tp) comm_->all_reduce_sum(out.data, T * H);  // this rank's experts or expert columns: a partial sum
     }
     b.add(x, out);
     if (mode == Backend::GraphMode::kCapturing) b.end_graph();
   }
 
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
-  if (R == 0) return Act{nullptr, 0, c.vocab_size};
+  // A rank's lm_head is a slice of the vocabulary (weight_shard.h) or, when
+  // tp does not divide it, all of it: then rank 0 alone computes the logits.
+  const int64_t V = c.vocab_size, part = weights_->lm_head.out_features();
+  if (R == 0 || (tp && part == V && comm_->rank() != 0)) return Act{nullptr, 0, V};
   Act sel = scratch(kSel, R, H);
   b.gather_rows(x, in.logit_rows, sel);
   b.rms_norm(sel, weights_->final_norm, eps, sel);
-  Act lg = scratch(kLogits, R, c.vocab_size);
-  b.matmul(sel, weights_->lm_head, lg);
+  Act lg = scratch(kLogits, R, V);
+  if (part == V) {
+    b.matmul(sel, weights_->lm_head, lg);
+    return lg;
+  }
+  // Vocabulary-parallel: this rank's [R, V/tp] columns, then each row
+  // gathered from every rank's slice into the full [R, V] (rank order = vocab order).
+  Act mine = scratch(kLogitsPart, R, part);
+  b.matmul(sel, weights_->lm_head, mine);
+  for (int64_t i = 0; i < R; ++i) comm_->all_gather(mine.data + i * part, part, lg.data + i * V);
   return lg;
 }
 

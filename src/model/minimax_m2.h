@@ -2,6 +2,13 @@
 // Backend ops. One call runs one step: any mix of prefill chunks and decode
 // tokens of several sequences, whose keys and values go to and come from the
 // paged KV cache.
+//
+// Tensor parallelism (model/tensor_parallel.h, docs/design.md): the same
+// forward pass runs on each rank of a group over the rank's weight shard
+// (its config has the rank's head counts), calling the rank's communicator
+// where the shards meet: the QK norm's sums of squares, o_proj's and the
+// MoE's partial outputs. MiniMaxM2::tensor_parallel makes one MiniMaxM2
+// that drives such a group behind this same interface.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +17,14 @@
 #include <vector>
 
 #include "model/backend.h"
+#include "model/communicator.h"
 #include "model/kv_cache.h"
+#include "model/weight_shard.h"
 #include "model/weights.h"
 
 namespace m2 {
+
+class TensorParallelGroup;
 
 struct StepInput {
   std::vector<int32_t> tokens;      // [T]
@@ -34,12 +45,27 @@ struct StepInput {
 class MiniMaxM2 {
  public:
   MiniMaxM2(const ModelWeights& weights, Backend& backend);
+  // Rank comm->rank() of a group: `weights` is its shard (shard_weights).
+  MiniMaxM2(const ModelWeights& weights, Backend& backend, Communicator* comm);
+  // `weights` (which must outlive the model) split over a group of
+  // parallel.tensor_parallel_size ranks, rank r on make_backend(r), driven
+  // in lockstep behind this interface: the KV cache it makes holds a cache
+  // per rank (kv_shape is a rank's), forward returns rank 0's (gathered) logits,
+  // forward_sample samples on rank 0's backend, backend() is rank 0's.
+  static Result<std::unique_ptr<MiniMaxM2>> tensor_parallel(
+      const ModelWeights& weights, const ParallelConfig& parallel,
+      const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend);
+  ~MiniMaxM2();
+  // Ranks this model's steps run on (1: no group).
+  int parallel_size() const;
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }
   // Serves another weight set of the same config from the next step on
   // (weight updates: the caller owns both sets and calls it between steps,
-  // after the backend's prepare_weights of the new one).
+  // after the backend's prepare_weights of the new one). Not for a group
+  // (parallel_size() > 1): its ranks hold shards of the weights they were
+  // made with (Engine::swap_weights refuses).
   void set_weights(const ModelWeights& weights) { weights_ = &weights; }
   Backend& backend() { return backend_; }
 
@@ -52,7 +78,8 @@ class MiniMaxM2 {
   // `limits`, before the KV cache is allocated. Returns the bytes reserved.
   Result<size_t> reserve(const StepLimits& limits);
 
-  // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host).
+  // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host;
+  // null: not copied, as a group's ranks other than 0 run it).
   Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
   // Runs one step and samples one token from each logit row where the
   // logits are (Backend::sample): rows[i] samples in.logit_rows[i], into
@@ -61,7 +88,7 @@ class MiniMaxM2 {
                         std::span<SampledToken> out);
   // The expert ids of the last step that asked for them (capture_routing):
   // [layers, T, top_k].
-  std::span<const int32_t> last_routing() const { return routing_host_; }
+  std::span<const int32_t> last_routing() const;
   // The same, calling `before_sample` once the forward pass is queued and
   // before the rows are sampled (the engine joins the task that fills the
   // rows' token masks there: the masks are built while the forward runs).
@@ -69,6 +96,7 @@ class MiniMaxM2 {
                         std::span<SampledToken> out, const std::function<void()>& before_sample);
 
  private:
+  MiniMaxM2(const ModelWeights& weights, std::unique_ptr<TensorParallelGroup> group);
   // The step's logits [logit_rows, vocab_size] in backend memory (no rows:
   // an empty Act).
   Result<Act> run(const StepInput& in, KvCache& cache);
@@ -76,6 +104,8 @@ class MiniMaxM2 {
 
   const ModelWeights* weights_;
   Backend& backend_;
+  Communicator* comm_ = nullptr;                // a rank of a group: its collectives
+  std::unique_ptr<TensorParallelGroup> group_;  // driving a group: its ranks
   std::vector<int32_t> routing_host_;  // [layers, T, top_k] of the last capture
   std::vector<std::pair<std::shared_ptr<void>, size_t>> scratch_;  // grown on demand
 };

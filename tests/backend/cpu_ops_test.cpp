@@ -72,6 +72,46 @@ TEST_F(CpuOps, QkNormThenPartialNeoxRope) {
   }
 }
 
+// Tensor parallelism: each rank's slice of heads, normed with the sums of
+// squares of all slices, is the matching slice of the full-width norm (and
+// RoPE); with kv heads replicated the counts scale with the sums.
+TEST_F(CpuOps, QkNormFromSummedSlicesIsTheFullWidthNorm) {
+  const int heads = 4, kv_heads = 2, hd = 64, rot = 32;
+  const int64_t T = 3;
+  auto q = randn(T * heads * hd, 2.0f), k = randn(T * kv_heads * hd, 0.5f);
+  auto qn = randn(heads * hd), kn = randn(kv_heads * hd);
+  const std::vector<int32_t> pos = {0, 9, 511};
+  const RopeParams rope{hd, rot, 5e6};
+  auto q_full = q, k_full = k;
+  b->qk_norm_rope(act(q_full, T), act(k_full, T), view(qn, {heads * hd}), view(kn, {kv_heads * hd}), 1e-6f, pos, rope);
+  for (int ranks : {2, 4}) {  // 4: one q head per rank, each kv head on two ranks
+    const int qh = heads / ranks, kvh = std::max(1, kv_heads / ranks);
+    const int64_t qw = qh * hd, kw = kvh * hd;
+    std::vector<std::vector<float>> qs(ranks), ks(ranks), ss(ranks, std::vector<float>(2 * T));
+    std::vector<float> sum(2 * T, 0.0f);
+    for (int r = 0; r < ranks; ++r) {
+      const int kv0 = kv_heads >= ranks ? r * kvh : r * kv_heads / ranks;
+      for (int64_t t = 0; t < T; ++t) {
+        qs[r].insert(qs[r].end(), q.begin() + t * heads * hd + r * qw, q.begin() + t * heads * hd + (r + 1) * qw);
+        ks[r].insert(ks[r].end(), k.begin() + t * kv_heads * hd + kv0 * hd, k.begin() + t * kv_heads * hd + kv0 * hd + kw);
+      }
+      b->qk_sum_squares(act(qs[r], T), act(ks[r], T), act(ss[r], T));
+      for (int64_t i = 0; i < 2 * T; ++i) sum[i] += ss[r][i];
+    }
+    for (int r = 0; r < ranks; ++r) {
+      const int kv0 = kv_heads >= ranks ? r * kvh : r * kv_heads / ranks;
+      std::vector<float> qnr(qn.begin() + r * qw, qn.begin() + (r + 1) * qw), knr(kn.begin() + kv0 * hd, kn.begin() + kv0 * hd + kw);
+      b->qk_norm_rope_sums(act(qs[r], T), act(ks[r], T), act(sum, T), double(qw) * ranks, double(kw) * ranks,
+                           view(qnr, {qw}), view(knr, {kw}), 1e-6f, pos, rope);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t j = 0; j < qw; ++j) ASSERT_NEAR(qs[r][t * qw + j], q_full[t * heads * hd + r * qw + j], 2e-6) << ranks;
+        for (int64_t j = 0; j < kw; ++j)
+          ASSERT_NEAR(ks[r][t * kw + j], k_full[t * kv_heads * hd + kv0 * hd + j], 2e-6) << ranks;
+      }
+    }
+  }
+}
+
 TEST_F(CpuOps, RouterSelectsWithBiasButWeighsWithoutIt) {
   const int64_t T = 6, H = 48, E = 16;
   const int k = 4;

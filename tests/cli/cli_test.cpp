@@ -92,6 +92,52 @@ TEST(Cli, LogitsWritesNpyMatchingReference) {
   for (size_t i = 0; i < ref->values.size(); ++i) ASSERT_NEAR(ours->values[i], ref->values[i], 5e-3);
 }
 
+// -tp N (vLLM's flag): the model split over N CPU ranks gives the unsharded
+// logits within fp32 reduction-order error (2e-4: tests/model/
+// tensor_parallel_test.cpp says why) and the same greedy ids.
+TEST(Cli, TensorParallelLogitsAndGreedyIdsMatchTp1) {
+  const std::string m = src("tests/data/m2-tiny-bf16"), ids = reference_ids("m2-tiny-bf16", "prompt_ids");
+  const std::string one = ::testing::TempDir() + "m2cpp_tp1.npy";
+  ASSERT_EQ(run("logits -m " + m + " --ids " + ids + " --out " + one).code, 0);
+  auto want = read_npy(one);
+  ASSERT_TRUE(want.ok());
+  for (const std::string flags : {"-tp 2", "--tensor-parallel-size 4", "-tp 4 --enable-expert-parallel"}) {
+    const std::string out = ::testing::TempDir() + "m2cpp_tp.npy";
+    CmdResult r = run("logits -m " + m + " --ids " + ids + " --out " + out + " " + flags);
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.err;
+    auto got = read_npy(out);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->shape, want->shape);
+    for (size_t i = 0; i < want->values.size(); ++i) ASSERT_NEAR(got->values[i], want->values[i], 2e-4) << flags;
+  }
+  const std::string gen = "generate -m " + m + " --ids " + reference_ids("m2-tiny-bf16", "greedy_prompt_ids") +
+                          " --max-tokens 12 --ignore-eos --json";
+  CmdResult a = run(gen), b = run(gen + " -tp 2");
+  ASSERT_EQ(a.code, 0);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+// info -tp: what one rank holds (the M2.7 shape, no files), and the split
+// an FP8 checkpoint cannot take refused naming the value (I / 8 = 192 is
+// not a multiple of the 128-wide scale blocks: TP8 needs EP, as vLLM's).
+TEST(Cli, InfoReportsBytesPerRank) {
+  CmdResult r = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --json -tp 8 --enable-expert-parallel");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out, "info");
+  ASSERT_TRUE(j.ok()) << r.out;
+  const Json& p = (*j)["per_rank"];
+  EXPECT_EQ(p["tensor_parallel_size"], 8);
+  EXPECT_EQ(p["kv_bytes_per_token_bf16"], (*j)["kv_bytes_per_token_bf16"].get<int64_t>() / 8);
+  uint64_t total = 0;
+  for (const auto& [dtype, b] : (*j)["bytes_by_dtype"].items()) total += b.get<uint64_t>();
+  EXPECT_GT(p["weight_bytes"].get<uint64_t>(), total / 8);       // the embedding, norms and routers replicated
+  EXPECT_LT(p["weight_bytes"].get<uint64_t>(), total / 8 * 1.05);
+  CmdResult bad = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy -tp 8");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("rows of w1 is 192 wide, not a multiple of the FP8 scale block 128"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   for (const std::string v : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
     auto j = read_json_file(src("tests/data/reference/" + v + "/prompt.json"));
@@ -172,6 +218,9 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
       {"info -m " + src("tests/data/m2-tiny-bf16") + " --num-layers 9", "exceeds the model's 3 layers"},
       {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --gpu-memory-utilization 0.5",
        "--gpu-memory-utilization applies to --device cuda"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 3", "3 does not divide the model's 4 attention heads"},
+      {"logits -m " + src("tests/data/m2-tiny-fp8") + " --ids 1 --out x.npy -tp 2 --enable-expert-parallel",
+       "k_proj is 64 wide, not a multiple of the FP8 scale block 128"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);

@@ -104,6 +104,36 @@ TEST_F(EngineTest, GreedyIsIdenticalAloneInABatchOf16AndAtChunkSizes1_7_64) {
   }
 }
 
+// A tensor-parallel model (ranks as threads, model/tensor_parallel.h) behind
+// the engine unchanged: batched, chunked steps sampled on rank 0 give the
+// unsharded model's greedy tokens (tests/model/tensor_parallel_test.cpp
+// holds its logits to the unsharded ones); weight updates are refused.
+TEST_F(EngineTest, ATensorParallelModelServesTheSameGreedyTokens) {
+  const auto ps = prompts(8, 5);
+  std::map<std::string, std::vector<int32_t>> want;
+  {
+    auto e = engine(64);
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_TRUE(e->add_request(fmt::format("r{}", i), ps[i], greedy(10)).ok());
+    want = run_all(*e);
+  }
+  for (auto [tp, ep] : {std::pair{2, false}, std::pair{4, true}}) {
+    ParallelConfig p;
+    p.tensor_parallel_size = tp, p.expert_parallel = ep;
+    auto group = MiniMaxM2::tensor_parallel(*weights_, p, [](int) -> Result<std::unique_ptr<Backend>> {
+      return make_cpu_backend(1);
+    });
+    ASSERT_TRUE(group.ok()) << group.status().message();
+    model_ = std::move(group.value());
+    auto e = engine(64);
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_TRUE(e->add_request(fmt::format("r{}", i), ps[i], greedy(10)).ok());
+    EXPECT_EQ(run_all(*e), want) << "tp " << tp;
+    EXPECT_EQ(e->stats().kv_blocks_used, 0);
+    const Status s = e->swap_weights(*weights_);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("not implemented"), std::string::npos) << s.message();
+  }
+}
+
 TEST_F(EngineTest, PreemptionAndResumptionGiveTheSameTokens) {
   const auto ps = prompts(6, 2);
   SamplingParams sampled;

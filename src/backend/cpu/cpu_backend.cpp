@@ -7,7 +7,8 @@
 
 namespace m2 {
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(ThreadPool::global()); }
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
 
 namespace cpu {
 
@@ -30,6 +31,9 @@ WeightRef weight_ref(const TensorView& dense) {
   return r;
 }
 
+CpuBackend::CpuBackend() : k_(kernels()), pool_(ThreadPool::global()) {}
+CpuBackend::CpuBackend(int threads)
+    : own_pool_(std::make_unique<ThreadPool>(threads)), k_(kernels()), pool_(*own_pool_) {}
 CpuBackend::CpuBackend(ThreadPool& pool) : k_(kernels()), pool_(pool) {}
 
 Status CpuBackend::prepare_weights(ModelWeights& w) {
@@ -106,9 +110,44 @@ void CpuBackend::matmul(Act x, const Linear& w, Act y) {
 }
 
 void CpuBackend::qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
-                              std::span<const int32_t> positions, const RopeParams& rope) {
+                              std::span<const int32_t> positions, const RopeParams& rope_params) {
   if (!q_norm.empty()) rms_norm(q, q_norm, eps, q);
   if (!k_norm.empty()) rms_norm(k, k_norm, eps, k);
+  rope(q, k, positions, rope_params);
+}
+
+void CpuBackend::qk_sum_squares(Act q, Act k, Act ss) {
+  for (int64_t t = 0; t < q.rows; ++t) {
+    double sq = 0, sk = 0;  // double, as rms_norm's statistics
+    for (int64_t j = 0; j < q.cols; ++j) sq += static_cast<double>(q.data[t * q.cols + j]) * q.data[t * q.cols + j];
+    for (int64_t j = 0; j < k.cols; ++j) sk += static_cast<double>(k.data[t * k.cols + j]) * k.data[t * k.cols + j];
+    ss.data[2 * t] = static_cast<float>(sq);
+    ss.data[2 * t + 1] = static_cast<float>(sk);
+  }
+}
+
+void CpuBackend::scale_row(const float* x, int64_t n, double sum_sq, double count, float eps, const float* w,
+                           float* out) {
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / count + eps));
+  for (int64_t j = 0; j < n; ++j) out[j] = x[j] * inv * w[j];
+}
+
+void CpuBackend::qk_norm_rope_sums(Act q, Act k, Act ss, double q_count, double k_count, const Weight& q_norm,
+                                   const Weight& k_norm, float eps, std::span<const int32_t> positions,
+                                   const RopeParams& rope_params) {
+  auto norm = [&](Act x, const Weight& weight, int which, double count) {
+    if (weight.empty()) return;
+    std::vector<float> w(static_cast<size_t>(x.cols));
+    k_.to_f32(weight.dtype, weight.data, w.data(), x.cols);
+    for (int64_t t = 0; t < x.rows; ++t)
+      scale_row(x.data + t * x.cols, x.cols, ss.data[2 * t + which], count, eps, w.data(), x.data + t * x.cols);
+  };
+  norm(q, q_norm, 0, q_count);
+  norm(k, k_norm, 1, k_count);
+  rope(q, k, positions, rope_params);
+}
+
+void CpuBackend::rope(Act q, Act k, std::span<const int32_t> positions, const RopeParams& rope) {
   // NeoX pairing on the first rotary_dim dims of each head: (i, i + rotary_dim/2).
   const int half = rope.rotary_dim / 2;
   std::vector<double> inv_freq(half);

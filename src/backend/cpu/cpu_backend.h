@@ -3,6 +3,7 @@
 // split over the global thread pool. Not thread-safe: one forward at a time.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -18,8 +19,10 @@ WeightRef weight_ref(const TensorView& dense);  // [rows, cols] float tensor
 
 class CpuBackend final : public Backend {
  public:
-  // Its ops' threads: the global pool (make_cpu_backend), or a pool of its
-  // own (a GPU backend's host experts run beside the engine's use of the global one).
+  CpuBackend();
+  explicit CpuBackend(int threads);  // on a pool of its own
+  // On a pool the caller owns (a GPU backend's host experts run beside the
+  // engine's use of the global pool).
   explicit CpuBackend(ThreadPool& pool);
 
   std::string_view name() const override { return "cpu"; }
@@ -35,6 +38,11 @@ class CpuBackend final : public Backend {
   void matmul(Act x, const Linear& w, Act y) override;
   void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
+  bool supports_tensor_parallel() const override { return true; }
+  void qk_sum_squares(Act q, Act k, Act ss) override;
+  void qk_norm_rope_sums(Act q, Act k, Act ss, double q_count, double k_count, const Weight& q_norm,
+                         const Weight& k_norm, float eps, std::span<const int32_t> positions,
+                         const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
   void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
                  Act out) override;
@@ -56,6 +64,12 @@ class CpuBackend final : public Backend {
   void moe_small(Act x, const LayerWeights& layer,
                  const std::vector<std::vector<std::pair<int64_t, float>>>& by_expert, Act out);
 
+  // Partial NeoX RoPE of q and k at `positions` (after their norms).
+  void rope(Act q, Act k, std::span<const int32_t> positions, const RopeParams& rope);
+  // out = x * rsqrt(sum_sq / count + eps) * w for one row (sum_sq in double, as rms_norm).
+  void scale_row(const float* x, int64_t n, double sum_sq, double count, float eps, const float* w, float* out);
+
+  std::unique_ptr<ThreadPool> own_pool_;  // a pool of its own (make_cpu_backend(threads)), else null
   const Kernels& k_;
   ThreadPool& pool_;
   std::vector<float> router_logits_;                       // [T, E]

@@ -75,8 +75,8 @@ void CpuBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, A
   std::fill(out.data, out.data + T * H, 0.0f);
   for (int64_t e = 0; e < E; ++e) {
     const auto& toks = by_expert[e];
-    if (toks.empty()) continue;
     const ExpertWeights& ew = layer.experts[e];
+    if (toks.empty() || ew.w1.weight.empty()) continue;  // (empty: another rank's expert)
     const int64_t n = static_cast<int64_t>(toks.size());
     const int64_t I = ew.w1.out_features();
     moe_in_.resize(static_cast<size_t>(n * H));

@@ -1,0 +1,42 @@
+// Collective operations among the ranks of a tensor- or expert-parallel
+// model (model/tensor_parallel.h). Every rank calls the same collectives in
+// the same order; each call returns once every rank has taken part. Buffers
+// are in the memory of the rank's backend (the in-process implementation:
+// host memory; NCCL and a peer-to-peer one, later: device memory).
+//
+// Results are the same bits on every rank (the routers of all ranks read the
+// reduced hidden state and must pick the same experts), so a sum is formed
+// once, in rank order, and copied to every rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace m2 {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // data[0, n) on every rank becomes the element-wise sum over the ranks
+  // (fp32, summed in rank order 0, 1, ..., size-1).
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // out [size, n] on every rank: rank r's in[0, n) at out + r*n.
+  virtual void all_gather(const float* in, int64_t n, float* out) = 0;
+  // root's data[0, bytes) to every rank's data.
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Returns once every rank has called it.
+  virtual void barrier() = 0;
+};
+
+// `size` communicators of one group whose ranks are threads of this process
+// (the CPU ranks; the oracle of the GPU ones): communicator r is rank r and
+// must be used by one thread at a time. Every rank must call every
+// collective: a rank that skips one leaves the others waiting.
+std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size);
+
+}  // namespace m2

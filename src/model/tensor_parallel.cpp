@@ -1,0 +1,73 @@
+#include "model/tensor_parallel.h"
+
+#include "model/minimax_m2.h"
+
+namespace m2 {
+
+Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const ModelWeights& full,
+                                                                         const ParallelConfig& parallel,
+                                                                         const BackendFactory& make_backend) {
+  M2_RETURN_IF_ERROR(check_parallel(full.config, parallel));
+  const int n = parallel.tensor_parallel_size;
+  std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
+  g->parallel_ = parallel;
+  g->ranks_.resize(n);
+  auto comms = make_local_communicators(n);
+  for (int r = 0; r < n; ++r) {
+    Rank& rank = g->ranks_[r];
+    M2_ASSIGN_OR_RETURN(rank.backend, make_backend(r));
+    if (!rank.backend->supports_tensor_parallel())
+      return errorf("--tensor-parallel-size {}: the {} backend does not implement tensor parallelism yet", n,
+                    rank.backend->name());
+    M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, r));
+    M2_RETURN_IF_ERROR(rank.backend->prepare_weights(*rank.weights));
+    rank.comm = std::move(comms[r]);
+    rank.model = std::make_unique<MiniMaxM2>(*rank.weights, *rank.backend, rank.comm.get());
+  }
+  for (int r = 0; r < n; ++r) g->ranks_[r].thread = std::thread([p = g.get(), r] { p->worker(r); });
+  return g;
+}
+
+TensorParallelGroup::~TensorParallelGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (Rank& r : ranks_)
+    if (r.thread.joinable()) r.thread.join();
+}
+
+void TensorParallelGroup::worker(int rank) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<Status(int)>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    Status s = (*job)(rank);
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_[rank].status = std::move(s);
+    if (--pending_ == 0) cv_.notify_all();
+  }
+}
+
+Status TensorParallelGroup::run(const std::function<Status(int rank)>& fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  job_ = &fn;
+  pending_ = size();
+  ++generation_;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  if (!ranks_[0].status.ok()) return ranks_[0].status;
+  for (const Rank& r : ranks_)
+    if (!r.status.ok()) return r.status;
+  return Status();
+}
+
+}  // namespace m2

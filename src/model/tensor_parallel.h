@@ -1,0 +1,69 @@
+// A tensor- (or expert-) parallel group of ranks in one process, the ranks
+// threads: each has its own backend, its weight shard (model/weight_shard.h),
+// its MiniMaxM2 over them (the one forward pass, calling its communicator
+// where the shards meet) and its KV cache of its own kv heads. A step runs
+// on every rank at once; the ranks meet in the communicator's collectives,
+// so they step in lockstep. MiniMaxM2::tensor_parallel wraps a group in the
+// interface the engine uses.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/backend.h"
+#include "model/communicator.h"
+#include "model/weight_shard.h"
+
+namespace m2 {
+
+class MiniMaxM2;
+
+class TensorParallelGroup {
+ public:
+  // Rank r's backend (CPU: a pool of its own; GPU, later: device r).
+  using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(int rank)>;
+
+  // Shards `full` (which must outlive the group), prepares each shard on its
+  // rank's backend and starts the ranks' threads.
+  static Result<std::unique_ptr<TensorParallelGroup>> create(const ModelWeights& full, const ParallelConfig& parallel,
+                                                             const BackendFactory& make_backend);
+  ~TensorParallelGroup();
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  const ParallelConfig& parallel() const { return parallel_; }
+  MiniMaxM2& model(int rank) { return *ranks_[rank].model; }
+  Backend& backend(int rank) { return *ranks_[rank].backend; }
+
+  // Runs fn(rank) on every rank's thread at once and returns when all are
+  // done: rank 0's status, else the first failing rank's. Every rank must
+  // make the same collectives: fn must not fail on one rank only before or
+  // between them (arguments are checked alike on every rank).
+  Status run(const std::function<Status(int rank)>& fn);
+
+ private:
+  struct Rank {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<ModelWeights> weights;
+    std::unique_ptr<Communicator> comm;
+    std::unique_ptr<MiniMaxM2> model;
+    std::thread thread;
+    Status status;
+  };
+  TensorParallelGroup() = default;
+  void worker(int rank);
+
+  ParallelConfig parallel_;
+  std::vector<Rank> ranks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<Status(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;  // bumped per job
+  int pending_ = 0;          // ranks still in the current job
+  bool stop_ = false;
+};
+
+}  // namespace m2
