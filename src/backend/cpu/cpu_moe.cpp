@@ -121,7 +121,8 @@ void CpuBackend::moe_small(Act x, const LayerWeights& layer,
   std::vector<Active> active;
   int64_t rows = 0;
   for (int64_t e = 0; e < static_cast<int64_t>(by_expert.size()); ++e)
-    if (!by_expert[e].empty()) active.push_back({e, rows, static_cast<int64_t>(by_expert[e].size())}), rows += by_expert[e].size();
+    if (!by_expert[e].empty() && !layer.experts[e].w1.weight.empty())  // (empty: another rank's expert)
+      active.push_back({e, rows, static_cast<int64_t>(by_expert[e].size())}), rows += by_expert[e].size();
   if (active.empty()) return void(std::fill(out.data, out.data + x.rows * H, 0.0f));
   const int64_t I = layer.experts[active[0].expert].w1.out_features();
   moe_in_.resize(static_cast<size_t>(rows * H));
