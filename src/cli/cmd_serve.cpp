@@ -182,6 +182,12 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
     mo.auto_kv_tokens = len * a.max_num_seqs;
   }
   mo.auto_kv_dtype = a.kv_cache_dtype;
+  // --n-cpu-moe auto sized the GPU's share for a budget; the KV cache then
+  // takes what that budget leaves (not the small default pool).
+  if (mo.n_cpu_moe == "auto" && mo.gpu_memory_utilization == 0 && a.kv_cache_memory == 0) {
+    mo.gpu_memory_utilization = 0.9;
+    log_info("--n-cpu-moe auto: --gpu-memory-utilization 0.9 (the budget it placed the experts in)");
+  }
   mo.auto_step_tokens = a.max_num_batched_tokens, mo.auto_logit_rows = a.max_num_seqs;
   auto loaded = mo.load_on_backend();
   if (!loaded.ok()) return fail(loaded.status());

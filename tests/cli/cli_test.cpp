@@ -71,6 +71,20 @@ TEST(Cli, InfoOnDummyM27ReportsTheRealModelSize) {
   EXPECT_NE(text.out.find("253952 bytes in BF16"), std::string::npos) << text.out;
 }
 
+TEST(Cli, InfoPrintsTheExpertPlacement) {
+  // --n-cpu-moe 20 at the M2.7 shape: 20 x 3.38 GiB on the host, the rest and
+  // the two staging layers on the GPU (model/expert_placement.h's arithmetic,
+  // checked against the config's numbers in expert_placement_test).
+  CmdResult r = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe 20");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts of layers 0-19 on the host (67.52 GiB pinned), of the other 42 layers on the GPU"),
+            std::string::npos)
+      << r.out;
+  CmdResult a = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe auto");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("auto on an H200"), std::string::npos) << a.out;
+}
+
 TEST(Cli, InfoOnCheckpointCountsStoredBytes) {
   CmdResult r = run("info -m " + src("tests/data/m2-tiny-fp8") + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -221,6 +235,12 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
       {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 3", "3 does not divide the model's 4 attention heads"},
       {"logits -m " + src("tests/data/m2-tiny-fp8") + " --ids 1 --out x.npy -tp 2 --enable-expert-parallel",
        "k_proj is 64 wide, not a multiple of the FP8 scale block 128"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --n-cpu-moe 2",
+       "--cpu-moe and --n-cpu-moe place experts beside a GPU"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --cpu-moe", "place experts beside a GPU"},
+      {"info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe 63", "--n-cpu-moe 63: the model has 62 layers"},
+      {"info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe x",
+       "--n-cpu-moe x: expected auto or a number of layers"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);

@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/runtime/device_types.h"
@@ -85,7 +86,11 @@ class HostExpertRuntime {
   ThreadPool pool_;
   std::unique_ptr<Backend> cpu_;  // the CPU backend on pool_
   std::deque<HostExperts> layers_;
-  std::vector<void*> pinned_;     // cudaHostAlloc'd
+  // Pinned memory for a layer's experts: mmap'd huge pages registered with
+  // CUDA (registered_), else cudaHostAlloc'd (pinned_, as the staging is).
+  void* pinned_huge(size_t bytes, const char* what);
+  std::vector<void*> pinned_;
+  std::vector<std::pair<void*, size_t>> registered_;
   int64_t host_bytes_ = 0;
   // Pinned staging of the CPU path: x and out [max_cpu_rows, H], routing [max_cpu_rows, top_k].
   float* x_host_ = nullptr;

@@ -260,10 +260,13 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     const int64_t avail = host_available_bytes();
     constexpr int64_t kHostMargin = 4ll << 30;  // for the process, the page cache of the shards being read
     if (static_cast<int64_t>(host_total) + kHostMargin > avail)
-      return errorf("--n-cpu-moe {}: the experts of {} layers need {:.2f} GiB of pinned host memory (+{:.0f} GiB "
+      return errorf("{}: the experts of {} layers need {:.2f} GiB of pinned host memory (+{:.0f} GiB "
                     "margin) and the host has {:.2f} GiB available; the GPU would hold {:.2f} GiB (fewer host layers, "
-                    "or fewer layers: --num-layers)",
-                    host_layers, host_layers, host_total / 1073741824.0, kHostMargin / 1073741824.0,
+                    "a smaller KV cache or more of the GPU for --n-cpu-moe auto, or fewer layers: --num-layers)",
+                    options_.cpu_moe_layers == CudaOptions::kCpuMoeAuto  ? std::string("--n-cpu-moe auto")
+                    : options_.cpu_moe_layers == CudaOptions::kCpuMoeAll ? std::string("--cpu-moe")
+                                                                          : fmt::format("--n-cpu-moe {}", host_layers),
+                    host_layers, host_total / 1073741824.0, kHostMargin / 1073741824.0,
                     avail / 1073741824.0, total / 1073741824.0);
     if (!host_experts_)
       host_experts_ = std::make_unique<HostExpertRuntime>(device_, options_.cpu_moe_max_tokens, options_.cpu_moe_threads);
