@@ -40,8 +40,10 @@ void quantize_fp8_blocks(const TensorView& src, int block_rows, int block_cols, 
         m = std::max(m, std::fabs(element(src, r * cols + c)));
       }
     for (int64_t cb = 0; cb < col_blocks; ++cb) {
-      const float a = amax[static_cast<size_t>(cb)];
-      scales[rb * col_blocks + cb] = a > 0.0f ? a / 448.0f : 1.0f;
+      // A tile of zeros, or one so small that amax / 448 underflows, takes
+      // s = 1: its codes are then 0 or subnormal, off by at most 2^-10.
+      const float s = amax[static_cast<size_t>(cb)] / 448.0f;
+      scales[rb * col_blocks + cb] = s > 0.0f ? s : 1.0f;
     }
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = 0; c < cols; ++c)

@@ -15,7 +15,8 @@ namespace m2 {
 
 // Quantises `src` (BF16, F16 or F32 [rows, cols]) block by block: each
 // block_rows x block_cols tile (edge tiles partial) gets scale s = amax / 448
-// (448: e4m3's largest finite value; an all-zero tile gets s = 1), and each
+// (448: e4m3's largest finite value; an all-zero tile, or one whose
+// amax / 448 underflows, gets s = 1), and each
 // element the e4m3 code of w / s, rounded to nearest even. Writes codes
 // [rows, cols] and scales [ceil(rows / block_rows), ceil(cols / block_cols)]
 // row-major, so that w ≈ code × scale. Tiles run on the global thread pool.

@@ -39,18 +39,22 @@ std::unique_ptr<ModelWeights> load(const std::string& dir, bool fp8_head) {
 }
 
 // Blocks of every edge case: a partial 128x128 tile (200 x 136 has tiles of
-// 72 rows and 8 columns at the edges), an all-zero tile, a tile whose
-// elements span more than e4m3's range (some land in its subnormals).
+// 72 rows and 8 columns at the edges), an all-zero tile, a tile too small
+// for amax / 448, tiles whose elements span more than e4m3's range (some
+// land in its subnormals).
 TEST(QuantizeFp8Blocks, EachElementWithinItsRoundingBound) {
   const int64_t R = 200, C = 136;
   std::vector<float> w(static_cast<size_t>(R * C));
   for (int64_t i = 0; i < R * C; ++i) w[i] = std::sin(0.37 * i) * std::exp2(std::fmod(i * 0.61, 24.0) - 16.0);
-  for (int64_t r = 128; r < R; ++r)
-    for (int64_t c = 0; c < 128; ++c) w[r * C + c] = 0.0f;  // tile (1, 0)
+  for (int64_t r = 128; r < R; ++r) {
+    for (int64_t c = 0; c < 128; ++c) w[r * C + c] = 0.0f;    // tile (1, 0): zeros
+    for (int64_t c = 128; c < C; ++c) w[r * C + c] = 1e-43f;  // tile (1, 1): amax / 448 underflows to 0
+  }
   std::vector<uint8_t> codes(w.size());
   std::vector<float> scales(2 * 2);
   quantize_fp8_blocks(TensorView{DType::kF32, Shape{R, C}, w.data()}, 128, 128, codes.data(), scales.data());
-  EXPECT_EQ(scales[2], 1.0f);  // the zero tile
+  EXPECT_EQ(scales[2], 1.0f);
+  EXPECT_EQ(scales[3], 1.0f);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = 0; c < C; ++c) {
       const double s = scales[(r / 128) * 2 + c / 128], x = w[r * C + c];
