@@ -85,6 +85,16 @@ Status ModelOptions::check() const {
     ParallelConfig p;
     p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
     M2_RETURN_IF_ERROR(check_parallel(config, p));
+    // The head is split by vocabulary when tp divides it (model/weight_shard.h):
+    // an FP8 head's rows per rank must then fall on its scale blocks
+    // (lm_head_quant.h uses the checkpoint's block shape, else 128 x 128).
+    const int block = config.fp8 ? config.fp8->block_rows : 128;
+    if (lm_head_dtype == "fp8" && config.vocab_size % tensor_parallel_size == 0 &&
+        (config.vocab_size / tensor_parallel_size) % block != 0)
+      return errorf("--lm-head-dtype fp8 with --tensor-parallel-size {}: each rank's {} vocabulary rows of the head "
+                    "are not a multiple of its {}-row FP8 scale blocks (use the BF16 head, or a size whose share "
+                    "is)",
+                    tensor_parallel_size, config.vocab_size / tensor_parallel_size, block);
   }
   if (lm_head_dtype == "fp8" && device != "cpu") {
     // The CUDA backend sizes its FP8 activation scratch (for the FP8 GEMM's

@@ -155,6 +155,14 @@ TEST(Cli, LogitsWithAnFp8Head) {
   CmdResult bad = run(args + " --lm-head-dtype int4 --out " + fp8);
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("--lm-head-dtype"), std::string::npos) << bad.err;
+  // Split by vocabulary over ranks: 512 / 4 = 128 rows each fall on the scale blocks.
+  CmdResult tp = run(args + " --lm-head-dtype fp8 -tp 4 --out " + fp8);
+  EXPECT_EQ(tp.code, 0) << tp.err;
+  // M2's 200,064 rows over 2 ranks, 100,032 each, do not: refused before the load.
+  CmdResult split = run("logits -m " + src("configs/minimax-m2.7.json") +
+                        " --load-format dummy --ids 1 --lm-head-dtype fp8 -tp 2 --out " + fp8);
+  EXPECT_EQ(split.code, 1);
+  EXPECT_NE(split.err.find("each rank's 100032 vocabulary rows"), std::string::npos) << split.err;
 }
 
 TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
