@@ -107,6 +107,20 @@ class ServerProcess:
         return None
 
 
+def replay_server(outputs, *extra_args, **kwargs):
+    """A ServerProcess whose engine replays fixed raw M2 outputs instead of the
+    model (`--replay`): `outputs` is the file's list of {"match": marker,
+    "output": raw text}, the first whose marker the prompt contains answers.
+    The server reads the file before /health answers 200 (cmd_serve.cpp), so
+    it is removed as soon as the server is up, or failed to come up."""
+    with tempfile.NamedTemporaryFile("w", prefix="m2cpp-replay-", suffix=".json", delete=False) as f:
+        json.dump({"outputs": outputs}, f)
+    try:
+        return ServerProcess("--replay", f.name, *extra_args, **kwargs)
+    finally:
+        os.unlink(f.name)
+
+
 def wait_for(predicate, timeout=30, interval=0.02):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "backend/cpu/roofline.h"
+#include "cli/bench_prompt.h"
 #include "cli/bench_engine.h"
 #include "cli/bench_plot.h"
 #include "cli/bench_serve.h"
@@ -170,25 +171,25 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
     return seq.run(toks, pos, false, model, logits);
   };
 
-  // Prefill the context with random tokens, timed warm: the first chunk is
-  // run once before (into the same positions, overwritten after), since the
-  // first pass at a shape also pays one-time costs a server pays at start-up
-  // (lazy loading of GPU kernels, cuBLASLt algorithm searches: ~0.1 s on an
-  // H200). That cold pass is timed and printed too.
-  std::mt19937 rng(1);
+  // Prefill the context with random tokens, timed warm: a first chunk of
+  // random tokens drawn the same way (bench_prompt.h) is run once before
+  // (into the same positions, overwritten after), since the first pass at a
+  // shape also pays one-time costs a server pays at start-up (lazy loading
+  // of GPU kernels, cuBLASLt algorithm searches: ~0.1 s on an H200; the
+  // experts' first reads). That cold pass is timed and printed too.
+  const BenchPrompt prompt = bench_prompt(a.context, a.prefill_chunk, c.vocab_size);
   std::vector<float> logits;
   double cold_s = 0;
   if (a.context > 0) {
     const auto c0 = clock::now();
-    std::vector<int32_t> toks(std::min<int64_t>(a.prefill_chunk, a.context), 0);
-    Status s = step(toks, 0, &logits);
+    Status s = step(prompt.warmup, 0, &logits);
     if (!s.ok()) return fail(s);
     cold_s = std::chrono::duration<double>(clock::now() - c0).count();
   }
   const auto p0 = clock::now();
   for (int64_t p = 0; p < a.context; p += a.prefill_chunk) {
-    std::vector<int32_t> toks(std::min<int64_t>(a.prefill_chunk, a.context - p));
-    for (auto& t : toks) t = static_cast<int32_t>(rng() % c.vocab_size);
+    const auto first = prompt.context.begin() + p;
+    const std::vector<int32_t> toks(first, first + std::min<int64_t>(a.prefill_chunk, a.context - p));
     Status s = step(toks, p, &logits);
     if (!s.ok()) return fail(s);
   }

@@ -52,6 +52,10 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
                   "Fraction (0, 1] of the GPU's memory for weights + activations + KV cache; sizes the KV cache "
                   "when --kv-cache-memory is not given (--device cuda)")
       ->check(positive_number(1));
+  app->add_option("--lm-head-dtype", lm_head_dtype,
+                  "bf16 (default: lm_head as stored) or fp8 (quantised once loaded to FP8 e4m3 with 128x128 block "
+                  "scales: half the head's bytes per step; its logit error in docs/status.md)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
 }
 
 void ModelOptions::add_parallel_to(CLI::App* app) {
@@ -81,6 +85,26 @@ Status ModelOptions::check() const {
     ParallelConfig p;
     p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
     M2_RETURN_IF_ERROR(check_parallel(config, p));
+    // The head is split by vocabulary when tp divides it (model/weight_shard.h):
+    // an FP8 head's rows per rank must then fall on its scale blocks
+    // (lm_head_quant.h uses the checkpoint's block shape, else 128 x 128).
+    const int block = config.fp8 ? config.fp8->block_rows : 128;
+    if (lm_head_dtype == "fp8" && config.vocab_size % tensor_parallel_size == 0 &&
+        (config.vocab_size / tensor_parallel_size) % block != 0)
+      return errorf("--lm-head-dtype fp8 with --tensor-parallel-size {}: each rank's {} vocabulary rows of the head "
+                    "are not a multiple of its {}-row FP8 scale blocks (use the BF16 head, or a size whose share "
+                    "is)",
+                    tensor_parallel_size, config.vocab_size / tensor_parallel_size, block);
+  }
+  if (lm_head_dtype == "fp8" && device != "cpu") {
+    // The CUDA backend sizes its FP8 activation scratch (for the FP8 GEMM's
+    // quantised x) from the checkpoint's dtype: a BF16 checkpoint has none
+    // for an FP8 head to use.
+    M2_ASSIGN_OR_RETURN(const ModelConfig config, load_config_from(model));
+    if (!config.fp8)
+      return errorf("--lm-head-dtype fp8 on --device {} needs an FP8 checkpoint (its step scratch holds the FP8 "
+                    "activations the head's GEMM reads); on the CPU any checkpoint can use it",
+                    device);
   }
   return Status();
 }
@@ -109,6 +133,7 @@ LoadOptions ModelOptions::load_options() const {
   o.seed = seed;
   // A GPU generates dummy FP8 weights itself (seconds, not minutes of host filling and uploading).
   o.dummy_fp8_on_device = parse_cuda_device(device) >= 0;
+  o.fp8_lm_head = lm_head_dtype == "fp8";
   return o;
 }
 

@@ -43,13 +43,15 @@ struct ModelOptions {
   int64_t auto_logit_rows = 256;
   int tensor_parallel_size = 1;       // --tensor-parallel-size/-tp (add_parallel_to)
   bool enable_expert_parallel = false;
+  std::string lm_head_dtype = "bf16";  // bf16: as stored; fp8: quantised at load (model/lm_head_quant.h)
 
   void add_to(CLI::App* app, bool model_required = true);
   // -tp/--tensor-parallel-size and --enable-expert-parallel, for the commands
   // that run the model through make_model.
   void add_parallel_to(CLI::App* app);
   // What can be checked before anything loads: -m exists, the flags agree
-  // with each other (--gpu-memory-utilization needs a GPU device).
+  // with each other (--gpu-memory-utilization needs a GPU device;
+  // --lm-head-dtype fp8 on a GPU needs an FP8 checkpoint).
   Status check() const;
   LoadOptions load_options() const;
   // Applies --threads, then loads the weights.

@@ -1,10 +1,12 @@
 #include "model/weight_update.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <regex>
 #include <set>
 
+#include "model/lm_head_quant.h"
 #include "util/log.h"
 
 namespace m2 {
@@ -24,6 +26,33 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 void add_linear(std::map<std::string, TensorView>& m, const std::string& prefix, const Linear& l) {
   m[prefix + ".weight"] = l.weight;
   if (!l.scale_inv.empty()) m[prefix + ".weight_scale_inv"] = l.scale_inv;
+}
+
+// A served head quantised at load (--lm-head-dtype fp8, lm_head_quant.h)
+// takes a trainer's head in its own float dtype: such an update is quantised
+// as the load was, into the served FP8 pair, by build_updated_weights.
+bool is_head_to_quantise(const ModelWeights& served, const UpdateTensor& u) {
+  return u.name == "lm_head.weight" && served.lm_head.is_fp8() &&
+         (u.dtype == DType::kBF16 || u.dtype == DType::kF16 || u.dtype == DType::kF32);
+}
+
+// The FP8 codes and block scales of a float lm_head update, with the served
+// head's block shape: two tensors in place of one.
+void quantise_head_update(const ModelWeights& served, std::vector<UpdateTensor>& updates) {
+  const Linear& head = served.lm_head;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    if (!is_head_to_quantise(served, updates[i])) continue;
+    const UpdateTensor src = std::move(updates[i]);
+    UpdateTensor codes{src.name, DType::kF8E4M3, src.shape, nullptr, src.source + " (quantised to FP8 e4m3)"};
+    UpdateTensor scales{"lm_head.weight_scale_inv", DType::kF32, head.scale_inv.shape, nullptr, codes.source};
+    codes.data.reset(new uint8_t[static_cast<size_t>(src.shape.numel())]);
+    scales.data.reset(new uint8_t[scales.shape.numel() * sizeof(float)]);
+    quantize_fp8_blocks(TensorView{src.dtype, src.shape, src.data.get()}, head.block_rows, head.block_cols,
+                        codes.data.get(), reinterpret_cast<float*>(scales.data.get()));
+    updates[i] = std::move(codes);
+    updates.push_back(std::move(scales));
+    return;
+  }
 }
 
 std::shared_ptr<uint8_t[]> copy_bytes(const void* src, size_t n) {
@@ -82,7 +111,11 @@ Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTe
     }
     if (!seen.insert(u.name).second) return errorf("{} is given twice in this update", where);
     const TensorView& v = it->second;
-    if (u.dtype != v.dtype)
+    if (is_head_to_quantise(served, u)) {
+      if (std::any_of(updates.begin(), updates.end(), [](const UpdateTensor& t) { return t.name == "lm_head.weight_scale_inv"; }))
+        return errorf("{}: a {} head with a 'lm_head.weight_scale_inv': the served FP8 head's scales come from "
+                      "quantising it (--lm-head-dtype fp8)", where, dtype_name(u.dtype));
+    } else if (u.dtype != v.dtype)
       return errorf("{}: dtype {} but the served tensor is {} (an update keeps each tensor's dtype)", where,
                     dtype_name(u.dtype), dtype_name(v.dtype));
     if (u.shape != v.shape) return errorf("{}: shape {} but the served tensor is {}", where, u.shape.str(), v.shape.str());
@@ -95,6 +128,7 @@ Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& curren
   const ModelWeights& cur = current.weights();
   if (updates.empty()) return errorf("the update holds no tensor");
   M2_RETURN_IF_ERROR(check_update_tensors(cur, updates));
+  quantise_head_update(cur, updates);
   std::map<std::string, TensorView> views = weight_views(cur);
   std::map<std::string, const UpdateTensor*> by_name;
   for (const UpdateTensor& u : updates) by_name[u.name] = &u;

@@ -50,7 +50,9 @@ std::shared_ptr<WeightSet> wrap_loaded_weights(std::unique_ptr<ModelWeights> loa
 std::map<std::string, TensorView> weight_views(const ModelWeights& w);
 
 // Checks each tensor of `updates` against the served set: a tensor of the
-// served model, at most once, with the served shape and dtype.
+// served model, at most once, with the served shape and dtype (except a
+// BF16 / F16 / F32 lm_head.weight for a head served in FP8 by --lm-head-dtype
+// fp8, which build_updated_weights quantises as the load did).
 Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTensor> updates);
 
 // Checks `updates` against `current` (each a tensor of the served model,

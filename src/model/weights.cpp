@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "model/lm_head_quant.h"
 #include "util/log.h"
 
 namespace m2 {
@@ -168,9 +169,8 @@ bool is_skippable(const std::string& name, int kept_layers, int config_layers, i
   return false;
 }
 
-}  // namespace
-
-Result<std::unique_ptr<ModelWeights>> load_model(const std::string& path, const LoadOptions& options) {
+// load_model without its conversions: the weights as stored (or generated).
+Result<std::unique_ptr<ModelWeights>> load_stored(const std::string& path, const LoadOptions& options) {
   namespace fs = std::filesystem;
   M2_ASSIGN_OR_RETURN(ModelConfig config, load_config_from(path));
   const int config_layers = config.num_hidden_layers;
@@ -228,6 +228,14 @@ Result<std::unique_ptr<ModelWeights>> load_model(const std::string& path, const 
              config.num_hidden_layers);
   }
   M2_RETURN_IF_ERROR(bind_weights(*w, [&](const std::string& name) { return ck.get(name); }));
+  return w;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelWeights>> load_model(const std::string& path, const LoadOptions& options) {
+  M2_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, load_stored(path, options));
+  if (options.fp8_lm_head) M2_RETURN_IF_ERROR(quantize_lm_head_fp8(*w));
   return w;
 }
 

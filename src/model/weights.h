@@ -104,6 +104,9 @@ struct LoadOptions {
   // Dummy FP8 weights left for the (GPU) backend to generate (ModelWeights::
   // dummy_fp8); only a backend that does so can use such weights.
   bool dummy_fp8_on_device = false;
+  // --lm-head-dtype fp8: lm_head quantised to FP8 e4m3 with block scales
+  // once loaded (model/lm_head_quant.h); false: as stored.
+  bool fp8_lm_head = false;
 };
 
 // `path` is a model directory (config.json + safetensors), or for dummy

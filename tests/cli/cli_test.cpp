@@ -152,6 +152,33 @@ TEST(Cli, InfoReportsBytesPerRank) {
   EXPECT_NE(bad.err.find("rows of w1 is 192 wide, not a multiple of the FP8 scale block 128"), std::string::npos) << bad.err;
 }
 
+// --lm-head-dtype fp8 reaches the load (its numerics: tests/model/lm_head_fp8_test.cpp):
+// the head is quantised, the logits move off the BF16 head's, and other values are refused.
+TEST(Cli, LogitsWithAnFp8Head) {
+  const std::string bf16 = ::testing::TempDir() + "m2cpp_logits_bf16_head.npy";
+  const std::string fp8 = ::testing::TempDir() + "m2cpp_logits_fp8_head.npy";
+  const std::string args = "logits -m " + src("tests/data/m2-tiny-bf16") + " --ids 1,5,9,200,17";
+  ASSERT_EQ(run(args + " --out " + bf16).code, 0);
+  CmdResult r = run(args + " --lm-head-dtype fp8 --out " + fp8);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("quantised to FP8 e4m3"), std::string::npos) << r.err;
+  auto a = read_npy(bf16), b = read_npy(fp8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->shape, b->shape);
+  EXPECT_NE(a->values, b->values);
+  CmdResult bad = run(args + " --lm-head-dtype int4 --out " + fp8);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--lm-head-dtype"), std::string::npos) << bad.err;
+  // Split by vocabulary over ranks: 512 / 4 = 128 rows each fall on the scale blocks.
+  CmdResult tp = run(args + " --lm-head-dtype fp8 -tp 4 --out " + fp8);
+  EXPECT_EQ(tp.code, 0) << tp.err;
+  // M2's 200,064 rows over 2 ranks, 100,032 each, do not: refused before the load.
+  CmdResult split = run("logits -m " + src("configs/minimax-m2.7.json") +
+                        " --load-format dummy --ids 1 --lm-head-dtype fp8 -tp 2 --out " + fp8);
+  EXPECT_EQ(split.code, 1);
+  EXPECT_NE(split.err.find("each rank's 100032 vocabulary rows"), std::string::npos) << split.err;
+}
+
 TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   for (const std::string v : {"m2-tiny-bf16", "m2-tiny-fp8"}) {
     auto j = read_json_file(src("tests/data/reference/" + v + "/prompt.json"));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string_view>
 
+#include "../server/tiny_chat_context.h"
 #include "fuzz_check.h"
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
@@ -26,18 +27,9 @@ namespace {
 
 struct Fixture {
   Fixture() {
-    const std::string dir = fuzz::test_data("m2-tiny-chat");
-    auto tok = text::Tokenizer::load_from_dir(dir);
-    FUZZ_CHECK(tok.ok(), "%s", tok.status().message().c_str());
-    tokenizer = std::move(*tok);
-    auto tpl = text::ChatTemplate::load_from_dir(dir);
-    FUZZ_CHECK(tpl.ok(), "%s", tpl.status().message().c_str());
-    chat_template = std::make_unique<text::ChatTemplate>(std::move(*tpl));
+    const Status loaded = load_tiny_chat(M2CPP_SOURCE_DIR, tokenizer, chat_template, ctx);
+    FUZZ_CHECK(loaded.ok(), "%s", loaded.message().c_str());
     ctx.options.served_model_names = {"m2-tiny-chat"};
-    ctx.tokenizer = tokenizer.get();
-    ctx.chat_template = chat_template.get();
-    ctx.max_model_len = 2048;
-    ctx.vocab_size = tokenizer->vocab_size();
   }
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<text::ChatTemplate> chat_template;

@@ -40,6 +40,27 @@ UpdateTensor copy_of(const WeightSet& set, const std::string& name) {
   return u;
 }
 
+// A CPU model over one fixture's weights and a fixed prompt: the weight-swap
+// tests compare the logits it gives ([prompt tokens, vocab] float32, F32 KV
+// cache, as all_logits returns them) before and after a set_weights.
+struct SwappableModel {
+  SwappableModel(const std::string& fixture, std::vector<int32_t> prompt)
+      : set(load_set(fixture)), backend(make_cpu_backend()), model(set->weights(), *backend), ids(std::move(prompt)) {}
+
+  // The prompt's logits under the weights served now.
+  Result<std::vector<float>> logits() { return all_logits(model, ids, DType::kF32); }
+  // Serves `weights` from now on, then the prompt's logits under them.
+  Result<std::vector<float>> logits_with(const ModelWeights& weights) {
+    model.set_weights(weights);
+    return logits();
+  }
+
+  std::shared_ptr<WeightSet> set;
+  std::unique_ptr<Backend> backend;
+  MiniMaxM2 model;
+  std::vector<int32_t> ids;
+};
+
 TEST(WeightViews, ListEveryExpectedTensor) {
   for (const char* fixture : {"m2-tiny-fp8", "m2-tiny-bf16"}) {
     auto set = load_set(fixture);
@@ -140,11 +161,9 @@ TEST(BuildUpdatedWeights, RefusesBadTensorsNamingThem) {
 // with its block scales doubled, that linear's weights double (the views
 // point at the new bytes).
 TEST(BuildUpdatedWeights, Fp8PairsReachTheForwardPass) {
-  auto set = load_set("m2-tiny-fp8");
-  auto backend = make_cpu_backend();
-  MiniMaxM2 model(set->weights(), *backend);
-  const std::vector<int32_t> ids = {7, 3, 99, 12, 5};
-  auto before = all_logits(model, ids, DType::kF32);
+  SwappableModel m("m2-tiny-fp8", {7, 3, 99, 12, 5});
+  const std::shared_ptr<WeightSet>& set = m.set;
+  auto before = m.logits();
   ASSERT_TRUE(before.ok());
   const std::string w = "model.layers.0.self_attn.o_proj";  // every token uses it
   auto same = [&] {
@@ -155,8 +174,7 @@ TEST(BuildUpdatedWeights, Fp8PairsReachTheForwardPass) {
   };
   auto next = build_updated_weights(*set, same());
   ASSERT_TRUE(next.ok()) << next.status().message();
-  model.set_weights((*next)->weights());
-  auto again = all_logits(model, ids, DType::kF32);
+  auto again = m.logits_with((*next)->weights());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*before, *again);
   std::vector<UpdateTensor> up = same();
@@ -166,11 +184,10 @@ TEST(BuildUpdatedWeights, Fp8PairsReachTheForwardPass) {
   ASSERT_TRUE(doubled.ok());
   const Linear& l = (*doubled)->weights().layers[0].o_proj;
   EXPECT_EQ(tensor_get_f32(l.scale_inv, 0), 2 * tensor_get_f32(set->weights().layers[0].o_proj.scale_inv, 0));
-  model.set_weights((*doubled)->weights());
-  auto changed = all_logits(model, ids, DType::kF32);
+  auto changed = m.logits_with((*doubled)->weights());
   ASSERT_TRUE(changed.ok());
   EXPECT_NE(*before, *changed);
-  model.set_weights(set->weights());
+  m.model.set_weights(set->weights());
 }
 
 // safetensors bytes of one F32 tensor (with optional metadata).
@@ -224,22 +241,18 @@ TEST(ReadUpdateDir, ReadsACheckpointAndChecksItsConfig) {
 // The served logits follow the set the model is given, and the first set
 // still gives the first logits.
 TEST(SetWeights, ForwardUsesTheSwappedSet) {
-  auto set = load_set("m2-tiny-bf16");
-  auto backend = make_cpu_backend();
-  MiniMaxM2 model(set->weights(), *backend);
-  const std::vector<int32_t> ids = {1, 5, 9, 200, 17};
-  auto before = all_logits(model, ids, DType::kF32);
+  SwappableModel m("m2-tiny-bf16", {1, 5, 9, 200, 17});
+  const std::shared_ptr<WeightSet>& set = m.set;
+  auto before = m.logits();
   ASSERT_TRUE(before.ok());
   std::vector<UpdateTensor> up;
   up.push_back(tensor_like(weight_views(set->weights()).at("model.norm.weight"), "model.norm.weight", 0x40));
   auto next = build_updated_weights(*set, std::move(up));
   ASSERT_TRUE(next.ok());
-  model.set_weights((*next)->weights());
-  auto after = all_logits(model, ids, DType::kF32);
+  auto after = m.logits_with((*next)->weights());
   ASSERT_TRUE(after.ok());
   EXPECT_NE(*before, *after);
-  model.set_weights(set->weights());
-  auto again = all_logits(model, ids, DType::kF32);
+  auto again = m.logits_with(set->weights());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*before, *again);
 }

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <memory>
+#include <optional>
 
 namespace m2 {
 namespace {
@@ -234,6 +236,19 @@ TEST_F(EngineAdditionsTest, LoopAbortFreesBlocksAndDropsTheSink) {
   loop.stop(errorf("done"));
 }
 
+// The CPU time (user + system, ms) this whole process uses while the calling
+// thread sleeps for `d`: what the loop's other threads burn meanwhile.
+double cpu_ms_while_sleeping(std::chrono::milliseconds d) {
+  auto cpu_ms = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  const double before = cpu_ms();
+  std::this_thread::sleep_for(d);
+  return cpu_ms() - before;
+}
+
 TEST_F(EngineAdditionsTest, LoopPausesARequestWithoutSpinningAndResumesIt) {
   auto e = engine();
   EngineLoop loop(*e, 0);  // no step delay: a loop that spun over a paused request would burn a core
@@ -256,17 +271,10 @@ TEST_F(EngineAdditionsTest, LoopPausesARequestWithoutSpinningAndResumesIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_EQ(loop.stats().engine.paused, 1u);
   const size_t at_pause = generated();
-  rusage before{};
-  getrusage(RUSAGE_SELF, &before);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  rusage after{};
-  getrusage(RUSAGE_SELF, &after);
+  const double cpu_ms = cpu_ms_while_sleeping(std::chrono::milliseconds(300));
   EXPECT_EQ(generated(), at_pause);  // no step ran for it
   EXPECT_GT(loop.stats().engine.kv_blocks_used, 0);  // it keeps its KV blocks
-  auto cpu_ms = [](const rusage& u) {
-    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
-  };
-  EXPECT_LT(cpu_ms(after) - cpu_ms(before), 100.0);  // the loop sleeps: no spinning over a paused request
+  EXPECT_LT(cpu_ms, 100.0);  // the loop sleeps: no spinning over a paused request
   loop.set_paused("slow-reader", false);
   ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
   EXPECT_EQ(generated(), 2000u);
@@ -323,13 +331,17 @@ TEST_F(EngineAdditionsTest, LoopReportsEngineRefusals) {
 
 // ---- Rollout control: pause modes, resume, tasks on the engine thread (docs/rollout.md) ------------------
 
-struct PauseDone {
-  std::promise<size_t> promise;
-  std::future<size_t> future = promise.get_future();
-  std::function<void(size_t)> fn() {
-    return [this](size_t n) { promise.set_value(n); };
-  }
-};
+// Asks `loop` to pause in `mode` and waits up to `timeout` for its answer:
+// the number of requests in flight when it paused, or nullopt when no answer
+// came in time. The promise is shared with the callback, so an answer that
+// comes after the timeout has somewhere to go.
+std::optional<size_t> pause_and_wait(EngineLoop& loop, PauseMode mode, std::chrono::seconds timeout) {
+  auto done = std::make_shared<std::promise<size_t>>();
+  std::future<size_t> answer = done->get_future();
+  loop.pause(mode, [done](size_t n) { done->set_value(n); });
+  if (answer.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return answer.get();
+}
 
 LoopRequest long_request(Collected& c, const std::string& id, int max_tokens) {
   LoopRequest r;
@@ -347,32 +359,30 @@ size_t generated(Collected& c, const std::string& id) {
   return c.ids[id].size();
 }
 
+// Waits (up to 5 s, polling each millisecond) until request `id` has
+// generated `n` tokens on the loop's thread; the caller checks the count.
+void wait_for_tokens(Collected& c, const std::string& id, size_t n) {
+  for (int i = 0; i < 5000 && generated(c, id) < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 TEST_F(EngineAdditionsTest, LoopPauseInPlaceHoldsNewRequestsAndResumes) {
   auto e = engine();
   EngineLoop loop(*e, 0);  // no step delay: a paused loop that spun would burn a core
   loop.start();
   Collected c;
   ASSERT_EQ(loop.submit(long_request(c, "a", 400)), Admission::kAccepted);
-  for (int i = 0; i < 5000 && generated(c, "a") < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  PauseDone p;
-  loop.pause(PauseMode::kInPlace, p.fn());
-  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  EXPECT_EQ(p.future.get(), 1u);
+  wait_for_tokens(c, "a", 3);
+  const std::optional<size_t> in_flight = pause_and_wait(loop, PauseMode::kInPlace, std::chrono::seconds(10));
+  ASSERT_TRUE(in_flight.has_value());
+  EXPECT_EQ(*in_flight, 1u);
   EXPECT_TRUE(loop.paused());
   ASSERT_EQ(loop.submit(long_request(c, "b", 5)), Admission::kAccepted);
   const size_t at_pause = generated(c, "a");
-  rusage before{};
-  getrusage(RUSAGE_SELF, &before);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  rusage after{};
-  getrusage(RUSAGE_SELF, &after);
+  const double cpu_ms = cpu_ms_while_sleeping(std::chrono::milliseconds(300));
   EXPECT_EQ(generated(c, "a"), at_pause);
   EXPECT_EQ(generated(c, "b"), 0u);
   EXPECT_GT(loop.stats().engine.kv_blocks_used, 0);  // "a" keeps its KV
-  auto cpu_ms = [](const rusage& u) {
-    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
-  };
-  EXPECT_LT(cpu_ms(after) - cpu_ms(before), 100.0);
+  EXPECT_LT(cpu_ms, 100.0);
   // Tasks still run while paused.
   std::promise<int64_t> flushed;
   loop.post([&](Engine& engine) { flushed.set_value(engine.flush_prefix_cache()); });
@@ -409,10 +419,9 @@ TEST_F(EngineAdditionsTest, LoopPauseAbortEndsRequestsAsAborted) {
   };
   ASSERT_EQ(loop.submit(std::move(r)), Admission::kAccepted);
   for (int i = 0; i < 5000 && tokens < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  PauseDone p;
-  loop.pause(PauseMode::kAbort, p.fn());
-  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  EXPECT_EQ(p.future.get(), 1u);
+  const std::optional<size_t> in_flight = pause_and_wait(loop, PauseMode::kAbort, std::chrono::seconds(10));
+  ASSERT_TRUE(in_flight.has_value());
+  EXPECT_EQ(*in_flight, 1u);
   ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(10)));
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -442,10 +451,8 @@ TEST_F(EngineAdditionsTest, LoopPauseRetractFreesKvAndRecomputesTheSameTokens) {
   loop.start();
   Collected c;
   ASSERT_EQ(loop.submit(long_request(c, "a", 60)), Admission::kAccepted);
-  for (int i = 0; i < 5000 && generated(c, "a") < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  PauseDone p;
-  loop.pause(PauseMode::kRetract, p.fn());
-  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  wait_for_tokens(c, "a", 10);
+  ASSERT_TRUE(pause_and_wait(loop, PauseMode::kRetract, std::chrono::seconds(10)).has_value());
   EXPECT_EQ(loop.stats().engine.kv_blocks_used, 0);  // preempted: its blocks are free
   loop.resume();
   ASSERT_TRUE(loop.wait_idle(std::chrono::seconds(60)));
@@ -459,11 +466,10 @@ TEST_F(EngineAdditionsTest, LoopPauseWaitAnswersWhenInFlightRequestsFinish) {
   loop.start();
   Collected c;
   ASSERT_EQ(loop.submit(long_request(c, "a", 30)), Admission::kAccepted);
-  for (int i = 0; i < 5000 && generated(c, "a") < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  PauseDone p;
-  loop.pause(PauseMode::kWait, p.fn());
-  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  EXPECT_EQ(p.future.get(), 1u);
+  wait_for_tokens(c, "a", 2);
+  const std::optional<size_t> in_flight = pause_and_wait(loop, PauseMode::kWait, std::chrono::seconds(30));
+  ASSERT_TRUE(in_flight.has_value());
+  EXPECT_EQ(*in_flight, 1u);
   EXPECT_EQ(generated(c, "a"), 30u);  // it ran to its end
   EXPECT_EQ(c.finished["a"], 1);
   ASSERT_EQ(loop.submit(long_request(c, "b", 3)), Admission::kAccepted);

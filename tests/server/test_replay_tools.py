@@ -3,15 +3,13 @@ never writes them, so the server runs with `--replay`: the engine emits the
 tokens of fixed raw M2 outputs (chosen by a marker in the prompt) through
 the real detokenizer, parsers and API layers."""
 import json
-import os
-import tempfile
 
 import anthropic
 import httpx
 import openai
 import pytest
 
-from live_server import MODEL_NAME, ServerProcess
+from live_server import MODEL_NAME, replay_server
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Get weather",
@@ -60,24 +58,15 @@ OUTPUTS = [
 
 
 @pytest.fixture(scope="module")
-def replay_file():
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump({"outputs": OUTPUTS}, f)
-    f.close()
-    yield f.name
-    os.unlink(f.name)
-
-
-@pytest.fixture(scope="module")
-def server(replay_file):
-    s = ServerProcess("--replay", replay_file)
+def server():
+    s = replay_server(OUTPUTS)
     yield s
     assert s.stop() == 0
 
 
 @pytest.fixture(scope="module")
-def append_think_server(replay_file):
-    s = ServerProcess("--replay", replay_file, "--reasoning", "append-think")
+def append_think_server():
+    s = replay_server(OUTPUTS, "--reasoning", "append-think")
     yield s
     assert s.stop() == 0
 
@@ -497,7 +486,7 @@ def test_anthropic_max_tokens_cut(anthropic_client):
     assert m.usage.output_tokens == 3
 
 
-def test_thinking_key_file_survives_a_restart(replay_file, tmp_path):
+def test_thinking_key_file_survives_a_restart(tmp_path):
     # --thinking-key-file: created on first use (mode 0600), the same key after a restart, so a
     # block the first process signed is accepted by the second; a process with its own random
     # key refuses it; a key file too short is refused at start, naming the flag.
@@ -506,7 +495,7 @@ def test_thinking_key_file_survives_a_restart(replay_file, tmp_path):
     def client(s):
         return anthropic.Anthropic(base_url=s.url, api_key="unused", max_retries=0, timeout=60)
 
-    first = ServerProcess("--replay", replay_file, "--thinking-key-file", str(key))
+    first = replay_server(OUTPUTS, "--thinking-key-file", str(key))
     try:
         block = client(first).messages.create(model=MODEL_NAME, max_tokens=100, messages=user("REASONTEST")).content[0]
     finally:
@@ -515,12 +504,12 @@ def test_thinking_key_file_survives_a_restart(replay_file, tmp_path):
     assert key.stat().st_size == 32 and (key.stat().st_mode & 0o777) == 0o600
     history = [{"role": "user", "content": "REASONTEST"}, {"role": "assistant", "content": [block.model_dump()]},
                {"role": "user", "content": "Again."}]
-    second = ServerProcess("--replay", replay_file, "--thinking-key-file", str(key))
+    second = replay_server(OUTPUTS, "--thinking-key-file", str(key))
     try:
         assert client(second).messages.create(model=MODEL_NAME, max_tokens=3, messages=history).content
     finally:
         assert second.stop() == 0
-    other = ServerProcess("--replay", replay_file)
+    other = replay_server(OUTPUTS)
     try:
         with pytest.raises(anthropic.BadRequestError) as e:
             client(other).messages.create(model=MODEL_NAME, max_tokens=3, messages=history)

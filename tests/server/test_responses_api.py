@@ -5,8 +5,6 @@ test model is random, so reasoning and tool calls come from `--replay`
 an earlier turn's output or reasoning puts into the prompt proves that
 previous_response_id continued that conversation."""
 import json
-import os
-import tempfile
 import time
 
 import httpx
@@ -14,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from live_server import MODEL_NAME, ServerProcess
+from live_server import MODEL_NAME, ServerProcess, replay_server
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Get weather",
            "parameters": {"type": "object", "properties": {"location": {"type": "string"},
@@ -48,17 +46,8 @@ REASONING = "Thinking about it.\nStep two."
 
 
 @pytest.fixture(scope="module")
-def replay_file():
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump({"outputs": OUTPUTS}, f)
-    f.close()
-    yield f.name
-    os.unlink(f.name)
-
-
-@pytest.fixture(scope="module")
-def server(replay_file):
-    s = ServerProcess("--replay", replay_file)
+def server():
+    s = replay_server(OUTPUTS)
     yield s
     assert s.stop() == 0, s.log_text()[-4000:]
 
@@ -328,8 +317,8 @@ def test_routes_and_methods(server):
     assert server.metric("m2cpp:http_requests_total", {"route": "/v1/responses", "status": "200"}) >= 1
 
 
-def test_store_is_bounded_by_bytes(replay_file):
-    s = ServerProcess("--replay", replay_file, "--responses-store-bytes", "20000")
+def test_store_is_bounded_by_bytes():
+    s = replay_server(OUTPUTS, "--responses-store-bytes", "20000")
     try:
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
         ids = [create(client, input="REASONTEST " + "pad " * 300, max_output_tokens=100).id for _ in range(12)]
@@ -340,8 +329,8 @@ def test_store_is_bounded_by_bytes(replay_file):
         assert s.stop() == 0
 
 
-def test_disconnect_cancels_and_frees_kv(replay_file):
-    s = ServerProcess("--replay", replay_file, "--step-delay-ms", "20")
+def test_disconnect_cancels_and_frees_kv():
+    s = replay_server(OUTPUTS, "--step-delay-ms", "20")
     try:
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
         stream = create(client, input="hello", max_output_tokens=2000, stream=True,
@@ -359,10 +348,10 @@ def test_disconnect_cancels_and_frees_kv(replay_file):
         assert s.stop() == 0
 
 
-def test_engine_failure_after_the_stream_began_is_response_failed(replay_file):
+def test_engine_failure_after_the_stream_began_is_response_failed():
     """Shutdown past its grace period cancels running requests: the stream ends with response.failed."""
     import signal
-    s = ServerProcess("--replay", replay_file, "--step-delay-ms", "5", "--shutdown-timeout", "0.2")
+    s = replay_server(OUTPUTS, "--step-delay-ms", "5", "--shutdown-timeout", "0.2")
     client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
     stream = create(client, input="hello", max_output_tokens=2000, stream=True, store=True,
                     extra_body={"ignore_eos": True, "seed": 1})

@@ -3,16 +3,13 @@ reasoning_effort and thinking_token_budget (OpenAI), `thinking` disabled /
 enabled with budget_tokens (Anthropic), usage reasoning_tokens. The budget is
 checked deterministically with `--replay`: the replayed reasoning never
 closes, so the `</think>` in the answer is the one the budget forced."""
-import json
-import os
-import tempfile
 
 import anthropic
 import httpx
 import openai
 import pytest
 
-from live_server import MODEL_NAME, ServerProcess
+from live_server import MODEL_NAME, replay_server
 
 LONG_REASONING = "Thinking at length about every part of the question[e~["
 OUTPUTS = [
@@ -23,13 +20,9 @@ OUTPUTS = [
 
 @pytest.fixture(scope="module")
 def server():
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump({"outputs": OUTPUTS}, f)
-    f.close()
-    s = ServerProcess("--replay", f.name)
+    s = replay_server(OUTPUTS)
     yield s
     assert s.stop() == 0
-    os.unlink(f.name)
 
 
 def user(text):
