@@ -61,36 +61,34 @@ inline float row_scale(const WeightRef& w, int64_t row, int64_t kb) {
   return w.scales[(row / w.block_rows) * w.scale_ld + kb / w.block_cols] * V::kFp8Mul;
 }
 
-// Rows [n, n+R) decoded into panel [R, K] fp32: the values the fused path
-// computes in registers (FP8: unscaled, as load_fp8 returns them, except
-// the scalar tails of blocks, which are scaled).
+// One stored element as the vector loads scale it (FP8: value / V::kFp8Mul,
+// exact: a power of two).
+template <class V, DType T>
+inline float weight_scalar(const typename Elem<T>::type* p) {
+  if constexpr (T == DType::kF8E4M3) return load_weight_scalar<T>(p) * (1.0f / V::kFp8Mul);
+  else return load_weight_scalar<T>(p);
+}
+
+// Rows [n, n+R) decoded into panel [R, K] fp32: exactly the values the fused
+// path computes in registers (FP8: unscaled, value / V::kFp8Mul).
 template <class V, DType T, int R>
 void decode_panel(const WeightRef& w, int64_t n, int64_t K, float* panel) {
   const auto* data = static_cast<const typename Elem<T>::type*>(w.data);
-  const int64_t KB = col_block<T>(w, K);
   for (int r = 0; r < R; ++r) {
     const int64_t row = n + r;
-    for (int64_t kb = 0; kb < K; kb += KB) {
-      const int64_t ke = std::min(K, kb + KB);
-      const float sc = row_scale<V, T>(w, row, kb);
-      int64_t k = kb;
-      for (; k + V::W <= ke; k += V::W) V::store(panel + r * K + k, load_weight<V, T>(data + row * w.ld + k));
-      for (; k < ke; ++k) {
-        float x = load_weight_scalar<T>(data + row * w.ld + k);
-        if constexpr (T == DType::kF8E4M3) x *= sc / V::kFp8Mul;
-        panel[r * K + k] = x;
-      }
-    }
+    int64_t k = 0;
+    for (; k + V::W <= K; k += V::W) V::store(panel + r * K + k, load_weight<V, T>(data + row * w.ld + k));
+    for (; k < K; ++k) panel[r * K + k] = weight_scalar<V, T>(data + row * w.ld + k);
   }
 }
 
 constexpr int64_t kPrefetchBytes = 512;
 
-// Register tile: TT token rows x R weight rows over all of K. With `panel`
-// the weights come pre-decoded, else they are decoded on the fly; both give
-// bit-identical results. FP8: each block's scale multiplies the activations
-// (x * s, once per token and block, shared by rows of the same scale block)
-// instead of every weight vector: y = Σ_blocks Σ_k (x_k s) w_k.
+// Register tile: TT token rows x R weight rows over all of K: y = x · Wᵀ with
+// the weights as load_weight returns them. With `panel` the weights come
+// pre-decoded, else they are decoded on the fly; both give bit-identical
+// results. (FP8 rows come here with x already multiplied by their block
+// scales: matmul_typed.)
 template <class V, DType T, int TT, int R, bool kPanel>
 inline void tile(const float* x, int64_t ldx, int64_t K, const WeightRef& w, int64_t n, const float* panel, float* y,
                  int64_t ldy) {
@@ -103,13 +101,6 @@ inline void tile(const float* x, int64_t ldx, int64_t K, const WeightRef& w, int
   const int64_t KB = col_block<T>(w, K);
   for (int64_t kb = 0; kb < K; kb += KB) {
     const int64_t ke = std::min(K, kb + KB);
-    F s[R];
-    float sc[R];
-    bool one_scale = true;  // every row of the tile in one scale block (R divides the block rows)
-    for (int r = 0; r < R; ++r) {
-      sc[r] = row_scale<V, T>(w, n + r, kb), s[r] = V::set1(sc[r]);
-      one_scale = one_scale && sc[r] == sc[0];
-    }
     int64_t k = kb;
     for (; k + V::W <= ke; k += V::W) {
       F wv[R];
@@ -128,27 +119,12 @@ inline void tile(const float* x, int64_t ldx, int64_t K, const WeightRef& w, int
       }
       for (int t = 0; t < TT; ++t) {
         const F xv = V::load(x + t * ldx + k);
-        if constexpr (T == DType::kF8E4M3) {
-          if (one_scale) {
-            const F xs = V::mul(xv, s[0]);
-            for (int r = 0; r < R; ++r) acc[t][r] = V::fma(xs, wv[r], acc[t][r]);
-          } else {
-            for (int r = 0; r < R; ++r) acc[t][r] = V::fma(V::mul(xv, s[r]), wv[r], acc[t][r]);
-          }
-        } else {
-          for (int r = 0; r < R; ++r) acc[t][r] = V::fma(xv, wv[r], acc[t][r]);
-        }
+        for (int r = 0; r < R; ++r) acc[t][r] = V::fma(xv, wv[r], acc[t][r]);
       }
     }
     for (; k < ke; ++k) {
       for (int r = 0; r < R; ++r) {
-        float wr;
-        if constexpr (kPanel) {
-          wr = panel[r * K + k];
-        } else {
-          wr = load_weight_scalar<T>(data + (n + r) * w.ld + k);
-          if constexpr (T == DType::kF8E4M3) wr *= sc[r] / V::kFp8Mul;
-        }
+        const float wr = kPanel ? panel[r * K + k] : weight_scalar<V, T>(data + (n + r) * w.ld + k);
         for (int t = 0; t < TT; ++t) tail[t][r] = std::fma(x[t * ldx + k], wr, tail[t][r]);
       }
     }
@@ -166,9 +142,10 @@ inline void tile_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const 
   for (; t < nt; ++t) tile<V, T, 1, R, kPanel>(x + t * ldx, ldx, K, w, n, panel, y + t * ldy, ldy);
 }
 
+// Rows [n_begin, n_end) of y = x · Wᵀ for tokens [0, nt), with x as given.
 template <class V, DType T>
-void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
-                  int64_t n_end, float* y, int64_t ldy) {
+void matmul_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
+                 int64_t n_end, float* y, int64_t ldy) {
   constexpr int R = 4;
   // Few tokens: stream the weights once, decoding in registers (decode path).
   if (nt <= V::kMaxTT) {
@@ -191,6 +168,44 @@ void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weig
     for (; n < n_end; ++n) {
       decode_panel<V, T, 1>(w, n, K, panel.data());
       tile_rows<V, T, 1, true>(x + tb * ldx, tn, ldx, K, w, n, panel.data(), y + tb * ldy, ldy);
+    }
+  }
+}
+
+// FP8: W = W8 x scales[row block, column block], so for the rows of one
+// scale block y = (x ⊙ s) · W8ᵀ with s the block's scales spread over the
+// columns: x is multiplied by them once per row block (xs) and the tiles run
+// plain FMAs on the weights as decoded. The same for every token count, so a
+// row's arithmetic does not depend on the batch.
+template <class V, DType T>
+void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
+                  int64_t n_end, float* y, int64_t ldy) {
+  if constexpr (T != DType::kF8E4M3) {
+    matmul_rows<V, T>(x, nt, ldx, K, w, n_begin, n_end, y, ldy);
+  } else {
+    thread_local std::vector<float> xs;
+    constexpr int64_t kTokenBlock = 64;  // rows of xs at a time (with x's and the panel, within L2)
+    xs.resize(static_cast<size_t>(std::min(nt, kTokenBlock) * K));
+    // Token blocks outside, so that a block of x stays in L2 over the row blocks.
+    for (int64_t tb = 0; tb < nt; tb += kTokenBlock) {
+      const int64_t tn = std::min(kTokenBlock, nt - tb);
+      for (int64_t rb = n_begin; rb < n_end;) {
+        const int64_t re = std::min(n_end, (rb / w.block_rows + 1) * w.block_rows);
+        for (int64_t kb = 0; kb < K; kb += w.block_cols) {
+          const int64_t ke = std::min(K, kb + w.block_cols);
+          const float sc = row_scale<V, T>(w, rb, kb);
+          const typename V::F s = V::set1(sc);
+          for (int64_t t = 0; t < tn; ++t) {
+            const float* xr = x + (tb + t) * ldx;
+            float* o = xs.data() + t * K;
+            int64_t k = kb;
+            for (; k + V::W <= ke; k += V::W) V::store(o + k, V::mul(V::load(xr + k), s));
+            for (; k < ke; ++k) o[k] = xr[k] * sc;
+          }
+        }
+        matmul_rows<V, T>(xs.data(), tn, K, K, w, rb, re, y + tb * ldy, ldy);
+        rb = re;
+      }
     }
   }
 }
