@@ -53,10 +53,8 @@ void CudaBackend::moe_host(Act x, const PreparedExperts& layer, const Routing& r
     host_experts_->moe_on_cpu(h, x, routing, out, stream_);
     return;
   }
-  // Host layers are the leading ones, in order: the next one's copy starts too.
-  const size_t next = static_cast<size_t>(h.layer) + 1;
-  const HostExperts* next_host = next < host_layers_.size() ? host_layers_[next]->host : nullptr;
-  const DeviceExperts& staged = host_experts_->staged(h, next_host, stream_);
+  // (The next host layer's copy starts too.)
+  const DeviceExperts& staged = host_experts_->staged(h, stream_);
   moe_on(x, staged, routing, out);
   host_experts_->released(h, stream_);
 }

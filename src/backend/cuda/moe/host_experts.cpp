@@ -115,6 +115,7 @@ Result<HostExperts*> HostExpertRuntime::allocate(int layer, const DeviceExperts&
   host_bytes_ += bytes;
   HostExperts& h = layers_.emplace_back();
   h.layer = layer;
+  if (layers_.size() > 1 && layers_[layers_.size() - 2].layer + 1 == layer) layers_[layers_.size() - 2].next = &h;
   h.pinned = layout;
   h.pinned.w1 = base, h.pinned.w3 = base + bytes13, h.pinned.w2 = base + 2 * bytes13;
   const int64_t I = layout.intermediate, H = layout.hidden;
@@ -181,7 +182,7 @@ void HostExpertRuntime::moe_on_cpu(const HostExperts& host, const Act& x, const 
               host.layer, T, H, routing.top_k, max_cpu_rows_, staging_hidden_, staging_top_k_);
     std::abort();
   }
-  auto& job = jobs_[{host.layer, T, routing.top_k}];
+  auto& job = jobs_[{&host, T, routing.top_k}];
   if (!job) job = std::make_unique<Job>(Job{this, &host, T, routing.top_k, H});
   const size_t act = static_cast<size_t>(T * H) * sizeof(float), route = static_cast<size_t>(T * routing.top_k) * 4;
   auto ok = [&](cudaError_t e, const char* what) {
@@ -196,7 +197,7 @@ void HostExpertRuntime::moe_on_cpu(const HostExperts& host, const Act& x, const 
 
 void HostExpertRuntime::issue_copy(const HostExperts& host) {
   const int b = host.layer % 2;
-  if (staged_layer_[b] == host.layer) return;
+  if (staged_host_[b] == &host) return;
   auto ok = [&](cudaError_t e) {
     if (e != cudaSuccess) die(e, "moe (host experts)", fmt::format("staging layer {}", host.layer), __FILE__, __LINE__);
   };
@@ -205,12 +206,12 @@ void HostExpertRuntime::issue_copy(const HostExperts& host) {
   ok(cudaMemcpyAsync(device_stage_[b], host.pinned.w1, static_cast<size_t>(layer_bytes_), cudaMemcpyHostToDevice,
                      copy_stream_));
   ok(cudaEventRecord(ready_[b], copy_stream_));
-  staged_layer_[b] = host.layer;
+  staged_host_[b] = &host;
 }
 
-const DeviceExperts& HostExpertRuntime::staged(const HostExperts& host, const HostExperts* next, cudaStream_t stream) {
+const DeviceExperts& HostExpertRuntime::staged(const HostExperts& host, cudaStream_t stream) {
   issue_copy(host);
-  if (next && next->layer % 2 != host.layer % 2) issue_copy(*next);
+  if (host.next) issue_copy(*host.next);  // (the other buffer: consecutive layers)
   const int b = host.layer % 2;
   const cudaError_t e = cudaStreamWaitEvent(stream, ready_[b], 0);
   if (e != cudaSuccess) die(e, "moe (host experts)", fmt::format("waiting for layer {}", host.layer), __FILE__, __LINE__);

@@ -33,6 +33,7 @@ namespace m2::cuda {
 // One layer's experts in pinned host memory.
 struct HostExperts {
   int layer = 0;
+  const HostExperts* next = nullptr;  // the same model's next layer, when its experts are on the host too
   DeviceExperts pinned;   // the device layout, its pointers host addresses (UVA: kernels may write them)
   LayerWeights cpu_view;  // `experts` only: views into `pinned` for the CPU backend's moe
 };
@@ -50,6 +51,8 @@ class HostExpertRuntime {
 
   // Pinned memory for layer `layer`'s experts laid out as `layout` (its
   // pointers ignored); two device staging buffers of that size on first use.
+  // Layers are allocated in order; one allocated right after its predecessor
+  // becomes that one's `next`.
   Result<HostExperts*> allocate(int layer, const DeviceExperts& layout);
   int max_cpu_rows() const { return max_cpu_rows_; }
   int threads() const { return pool_.size(); }
@@ -62,12 +65,12 @@ class HostExpertRuntime {
   // memory), queued on `stream`. T <= max_cpu_rows: on the CPU.
   void moe_on_cpu(const HostExperts& host, const Act& x, const Routing& routing, const Act& out, cudaStream_t stream);
   // T > max_cpu_rows: the device copy of `host`'s experts, ready in `stream`
-  // order (the copy of layer `next`, when it is a host layer, is started
-  // too); call released() after queueing the kernels that read it.
-  const DeviceExperts& staged(const HostExperts& host, const HostExperts* next, cudaStream_t stream);
+  // order (the copy of host.next, if any, is started too); call released()
+  // after queueing the kernels that read it.
+  const DeviceExperts& staged(const HostExperts& host, cudaStream_t stream);
   void released(const HostExperts& host, cudaStream_t stream);
   // The host copies were rewritten (a weight update): nothing staged is current.
-  void invalidate_staging() { staged_layer_[0] = staged_layer_[1] = -1; }
+  void invalidate_staging() { staged_host_[0] = staged_host_[1] = nullptr; }
 
  private:
   // What one host function call computes (a graph replays it: stable address).
@@ -98,12 +101,12 @@ class HostExpertRuntime {
   int32_t* ids_host_ = nullptr;
   float* weights_host_ = nullptr;
   int64_t staging_hidden_ = 0, staging_top_k_ = 0;
-  std::map<std::tuple<int, int64_t, int>, std::unique_ptr<Job>> jobs_;
+  std::map<std::tuple<const HostExperts*, int64_t, int>, std::unique_ptr<Job>> jobs_;
   // The GPU path's two staging buffers, their layer, and their events.
   int64_t layer_bytes_ = 0;
   uint8_t* device_stage_[2] = {nullptr, nullptr};
   DeviceExperts staged_[2];
-  int staged_layer_[2] = {-1, -1};
+  const HostExperts* staged_host_[2] = {nullptr, nullptr};
   cudaEvent_t ready_[2] = {nullptr, nullptr}, free_[2] = {nullptr, nullptr};
   cudaStream_t copy_stream_ = nullptr;
   std::atomic<int64_t> cpu_ns_{0}, cpu_calls_{0};

@@ -86,7 +86,7 @@ class CudaBackend final : public Backend {
   int64_t fp8_copies_used() const { return fp8_copy_.uses(); }
   HostExpertInfo host_expert_info() const {
     if (!host_experts_) return {};
-    return {static_cast<int>(host_layers_.size()), host_experts_->threads(), host_experts_->max_cpu_rows(),
+    return {host_expert_layers_, host_experts_->threads(), host_experts_->max_cpu_rows(),
             host_experts_->cpu_seconds(), host_experts_->cpu_calls()};
   }
 
@@ -194,7 +194,7 @@ class CudaBackend final : public Backend {
   std::deque<PreparedExperts> experts_;
   // Layers whose experts stay in host memory, in layer order (issue 22).
   std::unique_ptr<HostExpertRuntime> host_experts_;
-  std::vector<const PreparedExperts*> host_layers_;
+  int host_expert_layers_ = 0;  // of the last prepare_weights
   std::deque<DeviceWeight> stacks_;       // layers' stacked q|k|v (PreparedTensor::qkv)
   bool has_fp8_weights_ = false;
   std::vector<WeightCopy> pending_copies_;  // prepare_weights' queued uploads

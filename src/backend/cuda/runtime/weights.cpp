@@ -215,7 +215,6 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host)
   r.owner = this;
   r.experts = d;
   r.host = host;
-  if (host) host_layers_.push_back(&r);
   layer.prepared_experts = &r;
   return Status();
 }
@@ -270,9 +269,10 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
                     avail / 1073741824.0, total / 1073741824.0);
     if (!host_experts_)
       host_experts_ = std::make_unique<HostExpertRuntime>(device_, options_.cpu_moe_max_tokens, options_.cpu_moe_threads);
+    host_expert_layers_ = host_layers;
     log_info("experts of layers 0-{} in pinned host memory ({:.2f} GiB, computed by {} CPU threads up to {} tokens a "
              "step, streamed to the GPU above); {:.2f} GiB of weights on GPU {}",
-             host_layers - 1, host_total / 1073741824.0, options_.cpu_moe_threads, options_.cpu_moe_max_tokens,
+             host_layers - 1, host_total / 1073741824.0, host_experts_->threads(), options_.cpu_moe_max_tokens,
              total / 1073741824.0, device_);
   }
   pending_copies_.clear();

@@ -51,9 +51,9 @@ struct Loaded {
   std::unique_ptr<Backend> b;
 };
 
-Loaded load(const ModelConfig& cfg, std::unique_ptr<Backend> b) {
+Loaded load(const ModelConfig& cfg, std::unique_ptr<Backend> b, uint64_t seed = 11) {
   Loaded l;
-  auto w = make_dummy_weights(cfg, 11);
+  auto w = make_dummy_weights(cfg, seed);
   EXPECT_TRUE(w.ok()) << w.status().message();
   l.w = std::move(*w);
   l.b = std::move(b);
@@ -118,6 +118,37 @@ TEST_F(HostExpertsTest, OpMatchesTheCpuSmallAndTheGpuLarge) {
       for (size_t i = 0; i < h.size(); ++i) differ += std::memcmp(&h[i], &ref[i], 4) != 0;
       EXPECT_EQ(differ, 0) << "T=" << T << " layer " << layer << ": " << differ << " of " << h.size()
                            << " outputs differ from the " << (T <= 8 ? "CPU backend" : "GPU-resident experts");
+    }
+  }
+}
+
+// Two weight sets prepared on one backend: each layer's staged copy and CPU
+// job belong to its own set (a stale staged layer of the other set would
+// pass for it by layer number).
+TEST_F(HostExpertsTest, TwoWeightSetsOnOneBackendKeepTheirOwnExperts) {
+  const ModelConfig cfg = aligned_config();
+  Loaded a = load(cfg, make_cuda_backend(0, offload_options(cuda::CudaOptions::kCpuMoeAll)), 11);
+  auto wb = make_dummy_weights(cfg, 12);
+  ASSERT_TRUE(wb.ok());
+  ASSERT_TRUE(a.b->prepare_weights(**wb).ok());
+  Loaded gpu_b = load(cfg, make_cuda_backend(0, test_options()), 12);
+  Loaded cpu_b = load(cfg, make_cpu_backend(), 12);
+  const int64_t H = cfg.hidden_size;
+  const int k = cfg.num_experts_per_tok;
+  std::mt19937 rng(9);
+  for (int64_t T : {40, 3}) {
+    std::vector<float> x(T * H), wts(T * k, 0.25f);
+    std::vector<int32_t> ids(T * k);
+    std::normal_distribution<float> n(0, 1);
+    for (float& v : x) v = n(rng);
+    for (int64_t t = 0; t < T; ++t)
+      for (int j = 0; j < k; ++j) ids[t * k + j] = static_cast<int32_t>((t + 3 * j) % cfg.num_local_experts);
+    for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
+      moe_on(*a.b, a.w->layers[layer], x, ids, wts, T, H, k);  // set A's layer in the staging / its CPU job
+      const auto got = moe_on(*a.b, (*wb)->layers[layer], x, ids, wts, T, H, k);
+      const auto want = T > 8 ? moe_on(*gpu_b.b, gpu_b.w->layers[layer], x, ids, wts, T, H, k)
+                              : moe_on(*cpu_b.b, cpu_b.w->layers[layer], x, ids, wts, T, H, k);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "T=" << T << " layer " << layer;
     }
   }
 }
