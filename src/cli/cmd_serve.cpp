@@ -54,6 +54,8 @@ struct ServeArgs {
   size_t max_connections = 1024;
   size_t max_stream_buffer_bytes = 256u << 10;
   double stream_stall_timeout = 60;  // seconds
+  int idle_timeout = 75;             // seconds
+  size_t max_header_bytes = 64u << 10;
   double shutdown_timeout = 30;
   bool disable_access_log = false;
   double step_delay_ms = 0;
@@ -149,6 +151,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   http.max_output_buffer_bytes = a.max_stream_buffer_bytes;
   http.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.stream_stall_timeout * 1000));
   http.max_inflight_body_bytes = a.max_inflight_body_bytes;
+  http.idle_timeout = std::chrono::seconds(a.idle_timeout);
+  http.max_header_bytes = a.max_header_bytes;
   http.rate_limit = a.rate_limit;
   http.rate_limit_burst = a.rate_limit_burst;
   auto srv = server::Server::create(http, ctx);
@@ -327,6 +331,12 @@ Command make_serve(CLI::App& parent) {
                   "Seconds a paused response may wait for its client to read before the connection is closed and "
                   "the request cancelled")
       ->check(positive_number(86400));
+  app->add_option("--idle-timeout", a->idle_timeout,
+                  "Seconds a connection may stay idle between requests, or take to send one, before it is closed")
+      ->check(int_range(1, 86400));
+  app->add_option("--max-header-bytes", a->max_header_bytes,
+                  "Bytes of a request's line and headers; a larger head gets 431")
+      ->check(int_range(1024, 1 << 30));
   app->add_option("--shutdown-timeout", a->shutdown_timeout,
                   "Seconds running requests may take to finish after SIGTERM before they are cancelled")
       ->check(number_range(0, 86400));

@@ -72,8 +72,8 @@ Status ModelOptions::check() const {
   if (!std::filesystem::exists(model, ec)) return errorf("-m {}: no such file or directory", model);
   if (gpu_memory_utilization != 0 && device == "cpu") return errorf("--gpu-memory-utilization applies to --device cuda");
   if ((cpu_moe || !n_cpu_moe.empty()) && device == "cpu")
-    return errorf("--cpu-moe and --n-cpu-moe place experts beside a GPU (--device cuda); on the CPU they are all in "
-                  "host memory already");
+    return errorf("--cpu-moe and --n-cpu-moe place experts beside a GPU (--device cuda); on the CPU backend every "
+                  "expert is in host memory anyway");
   if (cpu_moe && !n_cpu_moe.empty()) return errorf("--cpu-moe and --n-cpu-moe: give one of them");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone

@@ -85,6 +85,7 @@ struct HttpServerConfig {
   int io_threads = 2;
   size_t max_body_bytes = 32u << 20;
   std::chrono::seconds idle_timeout{75};  // a connection idle between requests, or slow to send one
+  size_t max_header_bytes = 64u << 10;    // a request head (request line + headers) larger gets 431
   // Connections open at once; one more gets a 503 and is closed (a log
   // line says so, at most once a second).
   size_t max_connections = 1024;

@@ -147,7 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
     state_ = State::kReading;
     parser_.emplace();
     parser_->body_limit(server_.config.max_body_bytes);
-    parser_->header_limit(kHeaderLimitBytes);
+    parser_->header_limit(static_cast<std::uint32_t>(server_.config.max_header_bytes));
     stream_.expires_after(server_.config.idle_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -164,7 +164,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec) {
     if (connection_gone(ec)) return close();
     if (ec == http::error::header_limit)
-      return reject(431, fmt::format("the request head is larger than {} KiB", kHeaderLimitBytes / 1024));
+      return reject(431, fmt::format("the request head is larger than {} bytes", server_.config.max_header_bytes));
     if (ec == http::error::bad_version) {
       const auto bytes = buffer_.data();
       const std::string_view line(static_cast<const char*>(bytes.data()), std::min<size_t>(bytes.size(), 1024));
@@ -422,7 +422,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string remote_;   // "ip:port"
   std::string address_;  // ip: the rate limit's key
   beast::flat_buffer buffer_;
-  static constexpr size_t kHeaderLimitBytes = 64 * 1024;
   static constexpr size_t kLingerChunk = 4096;
   static constexpr size_t kLingerBytes = 1 << 20;
   static constexpr std::chrono::seconds kLinger{2};

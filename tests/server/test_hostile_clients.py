@@ -243,3 +243,21 @@ def test_a_full_request_queue_answers_503():
         assert httpx.get(s.url + "/health").status_code == 200
     finally:
         assert s.stop() == 0
+
+
+def test_the_idle_timeout_and_the_head_limit_are_flags():
+    s = ServerProcess("--idle-timeout", "1", "--max-header-bytes", "4096")
+    try:
+        # A head over 4096 bytes: 431 naming the limit; one under it is served.
+        big = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 5000 + b"\r\n\r\n"
+        out = raw(s, big)
+        assert out.startswith(b"HTTP/1.1 431") and b"4096 bytes" in out, out[:300]
+        ok = raw(s, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: " + b"a" * 3000 + b"\r\n\r\n")
+        assert ok.startswith(b"HTTP/1.1 200"), ok[:300]
+        # An idle connection is closed after about a second, not 75.
+        start = time.time()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            assert c.recv(1) == b""
+        assert 0.5 < time.time() - start < 5
+    finally:
+        assert s.stop() == 0

@@ -41,6 +41,8 @@ def serve(*args, timeout=30):
     ("--rate-limit", "-2", "[0, "),
     ("--rate-limit", "inf", "[0, "),
     ("--rate-limit-burst", "nan", "[0, "),
+    ("--idle-timeout", "0", "[1, 86400]"),
+    ("--max-header-bytes", "10", "[1024, "),
 ])
 def test_out_of_range_flags_are_refused_before_loading(flag, value, allowed):
     r = serve(flag, value)
@@ -57,7 +59,8 @@ def test_flags_that_cannot_work_are_refused_before_loading():
                          (("--replay", "/nonexistent/replay.json"), "--replay"),
                          (("--max-request-body-bytes", "2000", "--max-inflight-body-bytes", "1000"),
                           "--max-inflight-body-bytes 1000 is smaller than --max-request-body-bytes 2000"),
-                         (("--rate-limit-burst", "5"), "--rate-limit-burst 5 needs --rate-limit")]:
+                         (("--rate-limit-burst", "5"), "--rate-limit-burst 5 needs --rate-limit"),
+                         (("--n-cpu-moe", "auto"), "--cpu-moe and --n-cpu-moe place experts beside a GPU")]:
         r = serve(*args)
         assert r.returncode != 0 and needle in r.stderr, (args, r.stderr)
         assert "ready" not in r.stderr
