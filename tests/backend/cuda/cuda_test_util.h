@@ -12,6 +12,7 @@
 #include "../backend_test_util.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/runtime/cuda_options.h"
+#include "model/weights.h"
 #include "util/status.h"
 
 namespace m2::test {
@@ -45,6 +46,27 @@ inline cuda::CudaOptions test_options(std::string_view variant = "") {
   const Status s = o.apply(user, "test variant");
   EXPECT_TRUE(s.ok()) << s.message();
   return o;
+}
+
+// A small model whose every matrix is a multiple of 128, so that the FP8
+// tensor-core GEMMs, the CUTLASS MoE, FlashInfer's prefill attention and the
+// tensor-core decode attention all run (m2-tiny-fp8's config, widened; GQA
+// group 6 as M2.7's 48 / 8).
+inline ModelConfig aligned_fp8_config(int layers, int max_positions) {
+  auto c = load_config_from(data_path("m2-tiny-fp8"));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  ModelConfig cfg = *c;
+  cfg.hidden_size = 256;
+  cfg.intermediate_size = 256;
+  cfg.head_dim = 128;
+  cfg.rotary_dim = 64;
+  cfg.num_attention_heads = 12;
+  cfg.num_key_value_heads = 2;
+  cfg.num_local_experts = 16;
+  cfg.num_experts_per_tok = 4;
+  cfg.num_hidden_layers = layers;
+  cfg.max_position_embeddings = max_positions;
+  return cfg;
 }
 
 // A GPU and a CPU backend; skips the test without a CUDA device.

@@ -44,23 +44,6 @@
 namespace m2::test {
 namespace {
 
-ModelConfig aligned_config() {
-  auto c = load_config_from(data_path("m2-tiny-fp8"));
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  ModelConfig cfg = *c;
-  cfg.hidden_size = 256;
-  cfg.intermediate_size = 256;
-  cfg.head_dim = 128;
-  cfg.rotary_dim = 64;
-  cfg.num_attention_heads = 12;  // group 6, as M2.7 (48 / 8)
-  cfg.num_key_value_heads = 2;
-  cfg.num_local_experts = 16;
-  cfg.num_experts_per_tok = 4;
-  cfg.num_hidden_layers = 2;
-  cfg.max_position_embeddings = 16384;
-  return cfg;
-}
-
 struct Seq {
   std::vector<int32_t> tokens;  // prompt + generated
   std::vector<int32_t> table;   // blocks, grown as needed
@@ -87,7 +70,7 @@ TEST_P(StepMix, RandomStepsMatchCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const DType kv = GetParam().kv;
   const bool fp8_paths = GetParam().fp8_paths;
-  const ModelConfig cfg = aligned_config();
+  const ModelConfig cfg = aligned_fp8_config(2, 16384);
   auto cw = make_dummy_weights(cfg, 7);
   auto gw = make_dummy_weights(cfg, 7);
   ASSERT_TRUE(cw.ok() && gw.ok());

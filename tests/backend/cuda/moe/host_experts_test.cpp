@@ -21,23 +21,6 @@
 namespace m2::test {
 namespace {
 
-ModelConfig aligned_config() {
-  auto c = load_config_from(data_path("m2-tiny-fp8"));
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  ModelConfig cfg = *c;
-  cfg.hidden_size = 256;
-  cfg.intermediate_size = 256;
-  cfg.head_dim = 128;
-  cfg.rotary_dim = 64;
-  cfg.num_attention_heads = 12;
-  cfg.num_key_value_heads = 2;
-  cfg.num_local_experts = 16;
-  cfg.num_experts_per_tok = 4;
-  cfg.num_hidden_layers = 3;
-  cfg.max_position_embeddings = 4096;
-  return cfg;
-}
-
 cuda::CudaOptions offload_options(int layers) {
   cuda::CudaOptions o = test_options();
   o.cpu_moe_layers = layers;
@@ -92,7 +75,7 @@ std::vector<float> moe_on(Backend& b, const LayerWeights& layer, const std::vect
 }
 
 TEST_F(HostExpertsTest, OpMatchesTheCpuSmallAndTheGpuLarge) {
-  const ModelConfig cfg = aligned_config();
+  const ModelConfig cfg = aligned_fp8_config(3, 4096);
   Loaded host = load(cfg, make_cuda_backend(0, offload_options(cuda::CudaOptions::kCpuMoeAll)));
   Loaded gpu = load(cfg, make_cuda_backend(0, test_options()));
   Loaded cpu = load(cfg, make_cpu_backend());
@@ -126,7 +109,7 @@ TEST_F(HostExpertsTest, OpMatchesTheCpuSmallAndTheGpuLarge) {
 // job belong to its own set (a stale staged layer of the other set would
 // pass for it by layer number).
 TEST_F(HostExpertsTest, TwoWeightSetsOnOneBackendKeepTheirOwnExperts) {
-  const ModelConfig cfg = aligned_config();
+  const ModelConfig cfg = aligned_fp8_config(3, 4096);
   Loaded a = load(cfg, make_cuda_backend(0, offload_options(cuda::CudaOptions::kCpuMoeAll)), 11);
   auto wb = make_dummy_weights(cfg, 12);
   ASSERT_TRUE(wb.ok());
@@ -154,7 +137,7 @@ TEST_F(HostExpertsTest, TwoWeightSetsOnOneBackendKeepTheirOwnExperts) {
 }
 
 TEST_F(HostExpertsTest, WholeModelMatchesExpertsOnTheGpu) {
-  const ModelConfig cfg = aligned_config();
+  const ModelConfig cfg = aligned_fp8_config(3, 4096);
   for (int host_layers : {1, 2, 3}) {
     Loaded host = load(cfg, make_cuda_backend(0, offload_options(host_layers)));
     Loaded gpu = load(cfg, make_cuda_backend(0, test_options()));
