@@ -48,6 +48,11 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) return nullptr;
+  // Touched now: the KV pool's pages are resident from the start (so RSS
+  // does not creep up for hours as sequences first reach each block, which
+  // looked like a leak, issue 23) and a pool the machine cannot hold fails
+  // here rather than in the middle of serving.
+  std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
