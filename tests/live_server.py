@@ -107,6 +107,19 @@ class ServerProcess:
         return None
 
 
+# Replay outputs (below) that several suites use: one tool call with two
+# arguments, and two parallel calls (after visible text).
+REPLAY_WEATHER_CALL = {"match": "TOOLTEST_WEATHER", "output":
+    "The user wants the weather. I will call the tool.</think>\n\n<minimax:tool_call>\n"
+    "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n"
+    "<parameter name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>[e~["}
+REPLAY_PARALLEL_CALLS = {"match": "TOOLTEST_PARALLEL", "output":
+    "Two cities, two calls.</think>\n\nChecking both cities.\n<minimax:tool_call>\n"
+    "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n</invoke>\n"
+    "<invoke name=\"get_weather\">\n<parameter name=\"location\">Tokyo</parameter>\n"
+    "<parameter name=\"days\">3</parameter>\n</invoke>\n</minimax:tool_call>[e~["}
+
+
 def replay_server(outputs, *extra_args, **kwargs):
     """A ServerProcess whose engine replays fixed raw M2 outputs instead of the
     model (`--replay`): `outputs` is the file's list of {"match": marker,

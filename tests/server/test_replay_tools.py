@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from live_server import MODEL_NAME, replay_server
+from live_server import REPLAY_PARALLEL_CALLS, REPLAY_WEATHER_CALL, MODEL_NAME, replay_server
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Get weather",
@@ -25,15 +25,8 @@ EDIT_VALUE = "  <x>1</parameter> y\n  indented"
 OUTPUTS = [
     # First: found only if the assistant's earlier reasoning was rendered into the prompt.
     {"match": "SECRET_THOUGHT_123", "output": "The tool answered.</think>\n\nIt is sunny in Paris.[e~["},
-    {"match": "TOOLTEST_WEATHER", "output":
-        "The user wants the weather. I will call the tool.</think>\n\n<minimax:tool_call>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n"
-        "<parameter name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
-    {"match": "TOOLTEST_PARALLEL", "output":
-        "Two cities, two calls.</think>\n\nChecking both cities.\n<minimax:tool_call>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n</invoke>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Tokyo</parameter>\n"
-        "<parameter name=\"days\">3</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
+    REPLAY_WEATHER_CALL,
+    REPLAY_PARALLEL_CALLS,
     {"match": "TOOLTEST_EDIT", "output":
         "Writing the file.</think>\n\n<minimax:tool_call>\n<invoke name=\"write_file\">\n"
         "<parameter name=\"path\">a.xml</parameter>\n<parameter name=\"content\">" + EDIT_VALUE + "</parameter>\n"

@@ -12,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from live_server import MODEL_NAME, ServerProcess, replay_server
+from live_server import REPLAY_PARALLEL_CALLS, REPLAY_WEATHER_CALL, MODEL_NAME, ServerProcess, replay_server
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Get weather",
            "parameters": {"type": "object", "properties": {"location": {"type": "string"},
@@ -28,15 +28,8 @@ OUTPUTS = [
     {"match": "GIVE_SECRET", "output":
         "SECRET_THOUGHT_123</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
         "<parameter name=\"location\">Paris</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
-    {"match": "TOOLTEST_WEATHER", "output":
-        "The user wants the weather. I will call the tool.</think>\n\n<minimax:tool_call>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n"
-        "<parameter name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
-    {"match": "TOOLTEST_PARALLEL", "output":
-        "Two cities, two calls.</think>\n\nChecking both cities.\n<minimax:tool_call>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Paris</parameter>\n</invoke>\n"
-        "<invoke name=\"get_weather\">\n<parameter name=\"location\">Tokyo</parameter>\n"
-        "<parameter name=\"days\">3</parameter>\n</invoke>\n</minimax:tool_call>[e~["},
+    REPLAY_WEATHER_CALL,
+    REPLAY_PARALLEL_CALLS,
     {"match": "FORCE_REQUIRED", "output":
         "A tool is required.</think><invoke name=\"get_weather\">\n<parameter name=\"location\">Oslo</parameter>\n"
         "</invoke>\n</minimax:tool_call>[e~["},
