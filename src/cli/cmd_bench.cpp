@@ -32,6 +32,8 @@ using clock = std::chrono::steady_clock;
 
 uint64_t bytes_of(const TensorView& t) { return t.empty() ? 0 : t.nbytes(); }
 uint64_t bytes_of(const Linear& l) { return bytes_of(l.weight) + bytes_of(l.scale_inv); }
+// One routed expert's bytes (w1, w2, w3 with their scales).
+uint64_t bytes_of(const ExpertWeights& e) { return bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3); }
 
 // Weight and KV bytes one decode step of `batch` sequences must read: every
 // dense weight, the experts the batch touches (batch 1: top_k; more: the
@@ -55,7 +57,7 @@ double decode_bytes_per_step(const ModelWeights& w, int64_t batch, int64_t conte
     b += bytes_of(L.q_proj) + bytes_of(L.k_proj) + bytes_of(L.v_proj) + bytes_of(L.o_proj);
     b += bytes_of(L.router) + bytes_of(L.router_bias);
     const ExpertWeights& e = L.experts[0];
-    b += touched * (bytes_of(e.w1) + bytes_of(e.w2) + bytes_of(e.w3));
+    b += touched * bytes_of(e);
     b += 2.0 * batch * context * kv_bytes_per_token;
   }
   return b;
@@ -238,11 +240,8 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
   if (d.host_layers > 0) {
     // Experts in host memory: the CPU reads its layers' experts at the host's
     // read bandwidth while the GPU waits, the GPU reads the rest at its own.
-    const ExpertWeights& e = loaded.weights->layers[0].experts[0];
-    const double host_bytes =
-        d.host_layers * c.num_experts_per_tok * static_cast<double>(e.w1.weight.nbytes() + e.w1.scale_inv.nbytes() +
-                                                                     e.w2.weight.nbytes() + e.w2.scale_inv.nbytes() +
-                                                                     e.w3.weight.nbytes() + e.w3.scale_inv.nbytes());
+    const double host_bytes = d.host_layers * c.num_experts_per_tok *
+                              static_cast<double>(bytes_of(loaded.weights->layers[0].experts[0]));
     const double gpu_bytes = bytes - host_bytes;
     offload_ceiling_s = host_bytes / d.host_read_bw + gpu_bytes / ceiling;
     fmt::print("host experts     {} layers on the CPU ({} threads): {:.1f} MB/token at {:.1f} GB/s measured host read "
@@ -336,10 +335,8 @@ int run_decode_batch(const ModelOptions& mo, const DecodeArgs& a, const DecodeBe
              ceiling / 1e9, ceiling_name, 100.0 * tps / ceiling_tps);
   if (d.host_layers > 0) {
     // The CPU reads the touched experts of its layers at the host's bandwidth.
-    const ExpertWeights& e = loaded.weights->layers[0].experts[0];
-    const double expert = static_cast<double>(e.w1.weight.nbytes() + e.w1.scale_inv.nbytes() + e.w2.weight.nbytes() +
-                                              e.w2.scale_inv.nbytes() + e.w3.weight.nbytes() + e.w3.scale_inv.nbytes());
-    const double host_bytes = d.host_layers * touched * expert;
+    const double host_bytes =
+        d.host_layers * touched * static_cast<double>(bytes_of(loaded.weights->layers[0].experts[0]));
     const double ceil_s = host_bytes / d.host_read_bw + (bytes - host_bytes) / ceiling;
     fmt::print("host experts     {} layers ({} threads, CPU up to {} tokens a step): {:.1f} MB/step from host memory; "
                "CPU experts {:.2f} ms/step ({:.1f} GB/s of the host's {:.1f}); ceiling {:.2f} ms/step = {:.1f} output "
