@@ -185,10 +185,13 @@ Result<int64_t> ModelOptions::auto_reserve_bytes() const {
   M2_ASSIGN_OR_RETURN(ModelConfig c, load_config_from(model));
   if (num_layers > 0 && num_layers < c.num_hidden_layers) c.num_hidden_layers = num_layers;
   M2_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(auto_kv_dtype));
-  const int64_t kv_per_token = 2ll * c.num_hidden_layers * c.kv_dim() * static_cast<int64_t>(dtype_size(kv_dtype));
+  KvCacheShape kv_shape;  // the cache's own arithmetic (FP8 scales included), in blocks of 16
+  kv_shape.num_layers = c.num_hidden_layers, kv_shape.num_kv_heads = c.num_key_value_heads;
+  kv_shape.head_dim = c.head_dim, kv_shape.dtype = kv_dtype;
+  kv_shape.num_blocks = (auto_kv_tokens + kv_shape.block_size - 1) / kv_shape.block_size;
+  const int64_t kv = static_cast<int64_t>(KvCache::storage_bytes(kv_shape));
   SchedulerConfig sc;
   sc.max_num_seqs = static_cast<int>(auto_logit_rows), sc.max_num_batched_tokens = auto_step_tokens;
-  const int64_t kv = auto_kv_tokens * kv_per_token;
   const int64_t act = activation_reserve_bytes(c, auto_step_tokens, sc.max_logit_rows());
   log_info("--n-cpu-moe auto: keeping {:.2f} GiB of the GPU for a KV cache of {} tokens ({}) and {:.2f} GiB for "
            "activations",
