@@ -58,24 +58,23 @@ void ResponsesOutput::close(const char* status) {
   OrderedJson at = where();
   OrderedJson& item = current();
   if (open_ == Open::kReasoning) {
-    OrderedJson e = at;
-    e["content_index"] = 0;
-    e["text"] = text_;
-    emit("response.reasoning_text.done", e);
-    e.erase("text");
-    e["part"] = {{"type", "reasoning_text"}, {"text", text_}};
-    emit("response.content_part.done", std::move(e));
-    item["content"] = OrderedJson::array({{{"type", "reasoning_text"}, {"text", text_}}});
-    if (summary_) {
-      OrderedJson s = at;
-      s["summary_index"] = 0;
-      s["text"] = text_;
-      emit("response.reasoning_summary_text.done", s);
-      s.erase("text");
-      s["part"] = {{"type", "summary_text"}, {"text", text_}};
-      emit("response.reasoning_summary_part.done", std::move(s));
-      item["summary"] = OrderedJson::array({{{"type", "summary_text"}, {"text", text_}}});
-    }
+    // The text's done event, its part's done event, and the part in the item:
+    // for the reasoning text, and for its summary when one was asked for.
+    auto finish = [&](const char* index_key, const char* text_done, const char* part_done, const char* part_type,
+                      const char* field) {
+      OrderedJson e = at;
+      e[index_key] = 0;
+      e["text"] = text_;
+      emit(text_done, e);
+      e.erase("text");
+      e["part"] = {{"type", part_type}, {"text", text_}};
+      emit(part_done, std::move(e));
+      item[field] = OrderedJson::array({{{"type", part_type}, {"text", text_}}});
+    };
+    finish("content_index", "response.reasoning_text.done", "response.content_part.done", "reasoning_text", "content");
+    if (summary_)
+      finish("summary_index", "response.reasoning_summary_text.done", "response.reasoning_summary_part.done",
+             "summary_text", "summary");
     if (sealer_) item["encrypted_content"] = sealer_->seal(text_);
   } else if (open_ == Open::kMessage) {
     OrderedJson e = at;
