@@ -120,11 +120,13 @@ int run_roofline(const std::string& device) {
 #endif
   if (device != "cpu") return fmt::print(stderr, "error: --device {}: not available in this build\n", device), 1;
   const auto bw = cpu::measure_read_bandwidth();
-  const double flops = cpu::measure_matmul_flops();
+  const double flops = cpu::measure_matmul_flops(), peak = cpu::measure_fma_peak();
   fmt::print("cpu kernels      {} ({} threads)\n", isa_name(active_isa()), bw.threads);
   fmt::print("memory read      {:.1f} GB/s ({} MiB buffer, best of 5)\n", bw.bytes_per_second / 1e9,
              bw.buffer_bytes >> 20);
-  fmt::print("fp32 matmul      {:.1f} GFLOP/s (64x1024x1024, cache-resident)\n", flops / 1e9);
+  fmt::print("fp32 FMA peak    {:.1f} GFLOP/s (independent vector FMA chains, all threads)\n", peak / 1e9);
+  fmt::print("fp32 matmul      {:.1f} GFLOP/s (64x1024x1024, cache-resident) = {:.0f} % of the FMA peak\n",
+             flops / 1e9, 100 * flops / peak);
   return 0;
 }
 
@@ -221,15 +223,23 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
              ThreadPool::global().size());
   fmt::print("prefill          {} tokens in {:.3f} s ({:.1f} tokens/s; warm: the first chunk of {}, run once before, took {:.3f} s)\n",
              a.context, prefill_s, a.context / std::max(prefill_s, 1e-9), std::min<int64_t>(a.prefill_chunk, a.context), cold_s);
-  double peak = 0;  // FP8 dense GEMM peak of the GPU, measured now
+  double peak = 0, fma_peak = 0;  // FP8 dense GEMM peak of the GPU / fp32 FMA peak of the CPU, measured now
+  bool on_gpu = false;
 #ifdef M2CPP_WITH_CUDA
-  if (const int gpu = parse_cuda_device(mo.device); gpu >= 0 && a.prefill_chunk >= a.context && a.context > 0)
-    peak = cuda_measure_ceilings(gpu, true).fp8_flops;
+  if (const int gpu = parse_cuda_device(mo.device); gpu >= 0) {
+    on_gpu = true;
+    if (a.prefill_chunk >= a.context && a.context > 0) peak = cuda_measure_ceilings(gpu, true).fp8_flops;
+  }
 #endif
   const double pf = a.context > 0 ? prefill_flops(*loaded.weights, a.context) / std::max(prefill_s, 1e-9) : 0;
   if (peak > 0)
     fmt::print("prefill FLOP/s   {:.1f} TFLOP/s vs {:.0f} TFLOP/s measured cuBLASLt FP8 peak = {:.1f} %\n", pf / 1e12,
                peak / 1e12, 100.0 * pf / peak);
+  if (!on_gpu && a.context > 0) {  // the CPU's ceiling: its fp32 FMA peak, measured now
+    fma_peak = cpu::measure_fma_peak();
+    fmt::print("prefill FLOP/s   {:.1f} GFLOP/s vs {:.1f} GFLOP/s measured fp32 FMA peak = {:.1f} %\n", pf / 1e9,
+               fma_peak / 1e9, 100.0 * pf / fma_peak);
+  }
   fmt::print("decode           {} steps at context {}..{}: median {:.2f} ms/token, mean {:.2f} ms ({:.2f} tokens/s)\n",
              a.tokens, a.context + 1, pos - 1, median * 1e3, mean * 1e3, 1.0 / median);
   fmt::print("bytes/token      {:.1f} MB (weights of the token's path + KV in {})\n", bytes / 1e6,
@@ -263,7 +273,8 @@ int run_decode(const ModelOptions& mo, const DecodeArgs& a, const DecodeBench& d
               {"fraction_of_ceiling", achieved / ceiling}, {"device", mo.device}, {"ceiling", ceiling_name},
               {"isa", std::string(isa_name(active_isa()))}, {"threads", ThreadPool::global().size()},
               {"prefill_tokens_per_s", a.context / std::max(prefill_s, 1e-9)},
-              {"prefill_flops_per_s", pf}, {"fp8_peak_flops", peak}, {"prefill_first_chunk_cold_s", cold_s},
+              {"prefill_flops_per_s", pf}, {"fp8_peak_flops", peak}, {"fma_peak_flops", fma_peak},
+              {"prefill_first_chunk_cold_s", cold_s},
               {"host_expert_layers", d.host_layers}, {"host_read_bytes_per_s", d.host_read_bw},
               {"offload_ceiling_s_per_token", offload_ceiling_s}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";

@@ -74,9 +74,9 @@ TEST_P(MatmulTest, AllIsasMatchFloat64AndAreBatchInvariant) {
   std::mt19937 rng(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (int64_t K : {16, 40, 128, 200, 257, 384}) {
-    for (int64_t N : {1, 3, 4, 7, 130}) {
+    for (int64_t N : {1, 3, 4, 7, 20, 130}) {
       RandomWeight w(GetParam(), N, K, rng);
-      for (int64_t T : {1, 2, 3, 5, 70}) {
+      for (int64_t T : {1, 2, 3, 5, 7, 70}) {
         std::vector<float> x(T * K);
         for (float& v : x) v = nd(rng);
         for (Isa isa : supported_isas()) {

@@ -192,8 +192,8 @@ TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
   }
 }
 
-// bench decode on the CPU: batch 1 (prefill FLOP/s need a GPU peak, so only
-// the token rates) and --batch N (N sequences per step, sampled on the backend).
+// bench decode on the CPU: batch 1 (prefill FLOP/s beside the CPU's fp32 FMA
+// peak; the FP8 peak is a GPU's) and --batch N (N sequences per step, sampled on the backend).
 TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
   const std::string one = ::testing::TempDir() + "m2cpp_decode1.json";
   CmdResult r = run("bench decode -m " + src("tests/data/m2-tiny-fp8") + " --context 20 --prefill-chunk 20 --tokens 3 --json " + one);
@@ -206,6 +206,8 @@ TEST(Cli, BenchDecodeReportsBatchOneAndBatchedRates) {
   EXPECT_GT((*j1)["prefill_flops_per_s"].get<double>(), 0.0);
   EXPECT_GT((*j1)["prefill_first_chunk_cold_s"].get<double>(), 0.0);  // the untimed first pass ran
   EXPECT_EQ((*j1)["fp8_peak_flops"].get<double>(), 0.0);  // measured on GPUs only
+  EXPECT_GT((*j1)["fma_peak_flops"].get<double>(), (*j1)["prefill_flops_per_s"].get<double>());
+  EXPECT_NE(r.out.find("measured fp32 FMA peak = "), std::string::npos) << r.out;
 
   const std::string many = ::testing::TempDir() + "m2cpp_decode3.json";
   r = run("bench decode -m " + src("tests/data/m2-tiny-fp8") + " --context 20 --batch 3 --tokens 3 --json " + many);

@@ -44,7 +44,13 @@ struct Kernels {
                      const float* vs, int64_t vs_stride, int64_t hd, float* out);
   // Σ p[i] with vector loads: the memory-bandwidth probe of `bench roofline`.
   float (*sum_f32)(const float* p, int64_t n);
+  // `iters` steps of kFmaChains independent vector FMA chains on registers:
+  // the fp32 FMA peak probe of `bench roofline` (iters x kFmaChains x lanes
+  // x 2 FLOP). The result only keeps the compiler from dropping the work.
+  float (*fma_probe)(int64_t iters);
+  int lanes;  // fp32 lanes of the ISA's vectors
 };
+constexpr int kFmaChains = 16;  // more than FMA latency x FMA ports on any x86 core
 
 // The kernels of the active ISA (util/cpu_features.h: CPUID, M2CPP_ISA).
 const Kernels& kernels();

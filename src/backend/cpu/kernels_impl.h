@@ -69,20 +69,29 @@ inline float weight_scalar(const typename Elem<T>::type* p) {
   else return load_weight_scalar<T>(p);
 }
 
-// Rows [n, n+R) decoded into panel [R, K] fp32: exactly the values the fused
-// path computes in registers (FP8: unscaled, value / V::kFp8Mul).
+// Rows [n, n+R) decoded into panel [R, K] fp32 (rows `ldp` apart): exactly
+// the values the fused path computes in registers (FP8: unscaled, value /
+// V::kFp8Mul).
 template <class V, DType T, int R>
-void decode_panel(const WeightRef& w, int64_t n, int64_t K, float* panel) {
+void decode_panel(const WeightRef& w, int64_t n, int64_t K, float* panel, int64_t ldp) {
   const auto* data = static_cast<const typename Elem<T>::type*>(w.data);
   for (int r = 0; r < R; ++r) {
     const int64_t row = n + r;
     int64_t k = 0;
-    for (; k + V::W <= K; k += V::W) V::store(panel + r * K + k, load_weight<V, T>(data + row * w.ld + k));
-    for (; k < K; ++k) panel[r * K + k] = weight_scalar<V, T>(data + row * w.ld + k);
+    for (; k + V::W <= K; k += V::W) V::store(panel + r * ldp + k, load_weight<V, T>(data + row * w.ld + k));
+    for (; k < K; ++k) panel[r * ldp + k] = weight_scalar<V, T>(data + row * w.ld + k);
   }
 }
 
 constexpr int64_t kPrefetchBytes = 512;
+
+// n floats of a thread's scratch `v`, starting on a cache line (a vector load
+// that spans two lines costs two).
+inline float* line_aligned(std::vector<float>& v, size_t n) {
+  v.resize(n + 64 / sizeof(float));
+  const auto p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<float*>((p + 63) & ~static_cast<uintptr_t>(63));
+}
 
 // Register tile: TT token rows x R weight rows over all of K: y = x · Wᵀ with
 // the weights as load_weight returns them. With `panel` the weights come
@@ -142,6 +151,68 @@ inline void tile_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const 
   for (; t < nt; ++t) tile<V, T, 1, R, kPanel>(x + t * ldx, ldx, K, w, n, panel, y + t * ldy, ldy);
 }
 
+// The panel tile of tile() over columns [k0, k1) only, its TT x R
+// accumulators kept in `acc` between calls (token t's row r at
+// acc[(t * ld_acc + r) * W]): a store and a reload of an fp32 vector change
+// no bit, so running the K blocks in order gives tile()'s exact arithmetic.
+template <class V, int TT, int R>
+inline void tile_span(const float* x, int64_t ldx, const float* panel, int64_t ldp, int64_t k0, int64_t k1, float* acc,
+                      int64_t ld_acc) {
+  using F = typename V::F;
+  F a[TT][R];
+  for (int t = 0; t < TT; ++t)
+    for (int r = 0; r < R; ++r) a[t][r] = V::load(acc + (t * ld_acc + r) * V::W);
+  for (int64_t k = k0; k < k1; k += V::W) {
+    F wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = V::load(panel + r * ldp + k);
+    for (int t = 0; t < TT; ++t) {
+      const F xv = V::load(x + t * ldx + k);
+      for (int r = 0; r < R; ++r) a[t][r] = V::fma(xv, wv[r], a[t][r]);
+    }
+  }
+  for (int t = 0; t < TT; ++t)
+    for (int r = 0; r < R; ++r) V::store(acc + (t * ld_acc + r) * V::W, a[t][r]);
+}
+
+// Prefill: rows [n_begin, n_end) (a multiple of R of them) for tn tokens,
+// K a multiple of W (no scalar tails), the weights decoded kChunkRows rows
+// at a time. The decoded chunk's and a token tile's slices of kKBlock
+// columns stay in L1 while every (token tile, R rows) pair runs over them;
+// the pairs' accumulators wait in a buffer from one slice to the next (the
+// whole of K at once would not fit: a row is 12 KB at K = 3072). The
+// decoded rows are padded by one cache line so that rows of a power-of-two
+// multiple of 4 KB do not all fall in the same L1 sets (so must x's be:
+// matmul_typed pads its scaled copy).
+template <class V, DType T, int R>
+void matmul_blocked(const float* x, int64_t tn, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
+                    int64_t n_end, float* y, int64_t ldy) {
+  constexpr int64_t kChunkRows = 4 * R, kKBlock = 512, kTT = V::kMaxTT;
+  thread_local std::vector<float> panel_buf, acc_buf;
+  const int64_t ldp = K + 64 / static_cast<int64_t>(sizeof(float));
+  float* panel = line_aligned(panel_buf, static_cast<size_t>(kChunkRows * ldp));
+  float* acc = line_aligned(acc_buf, static_cast<size_t>(tn * kChunkRows * V::W));
+  for (int64_t n = n_begin; n < n_end; n += kChunkRows) {
+    const int64_t rows = std::min(kChunkRows, n_end - n);
+    for (int64_t r = 0; r < rows; r += R) decode_panel<V, T, R>(w, n + r, K, panel + r * ldp, ldp);
+    std::fill(acc, acc + tn * kChunkRows * V::W, 0.0f);
+    for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
+      const int64_t k1 = std::min(K, k0 + kKBlock);
+      auto span = [&]<int TT>(int64_t t) {
+        for (int64_t r = 0; r < rows; r += R)
+          tile_span<V, TT, R>(x + t * ldx, ldx, panel + r * ldp, ldp, k0, k1, acc + (t * kChunkRows + r) * V::W,
+                              kChunkRows);
+      };
+      int64_t t = 0;
+      for (; t + kTT <= tn; t += kTT) span.template operator()<kTT>(t);
+      for (; t + 2 <= tn; t += 2) span.template operator()<2>(t);
+      if (t < tn) span.template operator()<1>(t);
+    }
+    for (int64_t t = 0; t < tn; ++t)
+      for (int64_t r = 0; r < rows; ++r)  // + 0.0f: tile()'s empty scalar tail
+        y[t * ldy + n + r] = V::reduce(V::load(acc + (t * kChunkRows + r) * V::W)) + 0.0f;
+  }
+}
+
 // Rows [n_begin, n_end) of y = x · Wᵀ for tokens [0, nt), with x as given.
 template <class V, DType T>
 void matmul_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
@@ -154,20 +225,24 @@ void matmul_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weigh
     for (; n < n_end; ++n) tile_rows<V, T, 1, false>(x, nt, ldx, K, w, n, nullptr, y, ldy);
     return;
   }
-  // Many tokens: decode an R-row panel once per block of tokens, reuse it.
+  // Many tokens: decode an R-row panel once per block of tokens, reuse it;
+  // blocked over K where there are no scalar tails (every M2 shape).
   constexpr int64_t kTokenBlock = 64;
-  thread_local std::vector<float> panel;
-  panel.resize(static_cast<size_t>(R * K));
+  const bool blocked = K % V::W == 0 && (T != DType::kF8E4M3 || w.block_cols % V::W == 0);
+  const int64_t n_split = blocked ? n_begin + (n_end - n_begin) / R * R : n_begin;
+  thread_local std::vector<float> panel_buf;
+  float* panel = line_aligned(panel_buf, static_cast<size_t>(R * K));
   for (int64_t tb = 0; tb < nt; tb += kTokenBlock) {
     const int64_t tn = std::min(kTokenBlock, nt - tb);
-    int64_t n = n_begin;
+    if (blocked) matmul_blocked<V, T, R>(x + tb * ldx, tn, ldx, K, w, n_begin, n_split, y + tb * ldy, ldy);
+    int64_t n = n_split;
     for (; n + R <= n_end; n += R) {
-      decode_panel<V, T, R>(w, n, K, panel.data());
-      tile_rows<V, T, R, true>(x + tb * ldx, tn, ldx, K, w, n, panel.data(), y + tb * ldy, ldy);
+      decode_panel<V, T, R>(w, n, K, panel, K);
+      tile_rows<V, T, R, true>(x + tb * ldx, tn, ldx, K, w, n, panel, y + tb * ldy, ldy);
     }
     for (; n < n_end; ++n) {
-      decode_panel<V, T, 1>(w, n, K, panel.data());
-      tile_rows<V, T, 1, true>(x + tb * ldx, tn, ldx, K, w, n, panel.data(), y + tb * ldy, ldy);
+      decode_panel<V, T, 1>(w, n, K, panel, K);
+      tile_rows<V, T, 1, true>(x + tb * ldx, tn, ldx, K, w, n, panel, y + tb * ldy, ldy);
     }
   }
 }
@@ -183,9 +258,11 @@ void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weig
   if constexpr (T != DType::kF8E4M3) {
     matmul_rows<V, T>(x, nt, ldx, K, w, n_begin, n_end, y, ldy);
   } else {
-    thread_local std::vector<float> xs;
+    thread_local std::vector<float> xs_buf;
     constexpr int64_t kTokenBlock = 64;  // rows of xs at a time (with x's and the panel, within L2)
-    xs.resize(static_cast<size_t>(std::min(nt, kTokenBlock) * K));
+    // Rows one cache line longer than K (L1 sets: matmul_blocked).
+    const int64_t ldxs = K + 64 / static_cast<int64_t>(sizeof(float));
+    float* xs = line_aligned(xs_buf, static_cast<size_t>(std::min(nt, kTokenBlock) * ldxs));
     // Token blocks outside, so that a block of x stays in L2 over the row blocks.
     for (int64_t tb = 0; tb < nt; tb += kTokenBlock) {
       const int64_t tn = std::min(kTokenBlock, nt - tb);
@@ -197,13 +274,13 @@ void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weig
           const typename V::F s = V::set1(sc);
           for (int64_t t = 0; t < tn; ++t) {
             const float* xr = x + (tb + t) * ldx;
-            float* o = xs.data() + t * K;
+            float* o = xs + t * ldxs;
             int64_t k = kb;
             for (; k + V::W <= ke; k += V::W) V::store(o + k, V::mul(V::load(xr + k), s));
             for (; k < ke; ++k) o[k] = xr[k] * sc;
           }
         }
-        matmul_rows<V, T>(xs.data(), tn, K, K, w, rb, re, y + tb * ldy, ldy);
+        matmul_rows<V, T>(xs, tn, ldxs, K, w, rb, re, y + tb * ldy, ldy);
         rb = re;
       }
     }
@@ -330,8 +407,22 @@ float sum_f32_impl(const float* p, int64_t n) {
 }
 
 template <class V>
+float fma_probe_impl(int64_t iters) {
+  using F = typename V::F;
+  F acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = V::set1(1.0f + c * 1e-3f);
+  // Run-time operands: without fast-math the compiler must do every FMA.
+  volatile float av = 0.999999f, bv = 1e-7f;
+  const F a = V::set1(av), b = V::set1(bv);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = V::fma(acc[c], a, b);
+  for (int c = 1; c < kFmaChains; ++c) acc[0] = V::add(acc[0], acc[c]);
+  return V::reduce(acc[0]);
+}
+
+template <class V>
 const Kernels& make_kernels(Isa isa) {
   static const Kernels k{isa, &matmul_impl<V>, &to_f32_impl<V>, &from_f32_impl<V>, &attn_scores_impl<V>,
-                         &attn_accum_impl<V>, &sum_f32_impl<V>};
+                         &attn_accum_impl<V>, &sum_f32_impl<V>, &fma_probe_impl<V>, V::W};
   return k;
 }

@@ -34,6 +34,26 @@ MemoryBandwidth measure_read_bandwidth(uint64_t buffer_bytes, int passes) {
   return {best, buffer_bytes, pool.size()};
 }
 
+double measure_fma_peak() {
+  using clock = std::chrono::steady_clock;
+  ThreadPool& pool = ThreadPool::global();
+  const Kernels& k = kernels();
+  const int64_t iters = 1 << 22;  // ~10-30 ms a thread
+  std::vector<float> sink(pool.size());
+  double best = 0;
+  for (int p = 0; p < 5; ++p) {
+    const auto t0 = clock::now();
+    // One task a thread (handed out dynamically: a pass where one thread took
+    // two is slower, and the best of five is kept).
+    pool.parallel_for(pool.size(), [&](int64_t, int t) { sink[t] += k.fma_probe(iters); });
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    best = std::max(best, 2.0 * iters * kFmaChains * k.lanes * pool.size() / s);
+  }
+  volatile float keep = 0;
+  for (float v : sink) keep = keep + v;
+  return best;
+}
+
 double measure_matmul_flops() {
   using clock = std::chrono::steady_clock;
   ThreadPool& pool = ThreadPool::global();

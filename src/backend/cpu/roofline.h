@@ -17,6 +17,10 @@ struct MemoryBandwidth {
 // during decode).
 MemoryBandwidth measure_read_bandwidth(uint64_t buffer_bytes = 1ull << 30, int passes = 5);
 
+// The machine's fp32 FMA peak: independent vector FMA chains on registers,
+// one per thread of the global pool (FLOP/s over all threads).
+double measure_fma_peak();
+
 // fp32 FMA throughput of the matmul kernel on a compute-bound, cache-resident
 // shape (FLOP/s over all threads).
 double measure_matmul_flops();
