@@ -28,6 +28,24 @@ struct Act {
   Act rows_slice(int64_t begin, int64_t end) const { return {data + begin * cols, end - begin, cols}; }
 };
 
+// A producer's own low-precision copy of the activation it just wrote,
+// handed explicitly to the products that read that activation next: the
+// CUDA backend's FP8 copy (e4m3 codes and a scale per 128 columns, written
+// by an RMSNorm or the prefill attention beside its fp32 output), which spares
+// the FP8 products their quantisation kernel. Opaque to the model; empty
+// where the backend writes none (the CPU, small steps, no FP8 weights).
+// It stands for `of` as the producer wrote it: pass it only with that same
+// Act and before anything writes that memory. A backend checks that a copy
+// is still its latest (`serial`) and is of the reader's input, and otherwise
+// ignores it (the reader quantises for itself: slower, never wrong).
+struct ActCopy {
+  const void* codes = nullptr;
+  const float* scales = nullptr;
+  Act of;
+  uint64_t serial = 0;
+  bool empty() const { return codes == nullptr; }
+};
+
 // Per-token expert choice of the router, in backend memory: [tokens, top_k].
 struct Routing {
   int32_t* expert_ids = nullptr;
@@ -97,13 +115,15 @@ class Backend {
   // out[i] = table[ids[i]] as fp32.
   virtual void embed(const Weight& table, std::span<const int32_t> ids, Act out) = 0;
   // out = x / rms(x) * w over each row (fp32 statistics). out may be x.
-  virtual void rms_norm(Act x, const Weight& weight, float eps, Act out) = 0;
+  // Returns out's copy for the products that read it (ActCopy), if any.
+  virtual ActCopy rms_norm(Act x, const Weight& weight, float eps, Act out) = 0;
   // x += y
   virtual void add(Act x, Act y) = 0;
   // out[i] = x[rows[i]]
   virtual void gather_rows(Act x, std::span<const int64_t> rows, Act out) = 0;
-  // y = x · Wᵀ; weights in their stored dtype, fp32 accumulation.
-  virtual void matmul(Act x, const Linear& w, Act y) = 0;
+  // y = x · Wᵀ; weights in their stored dtype, fp32 accumulation. `xc`: x's
+  // copy from its producer, if it returned one.
+  virtual void matmul(Act x, const Linear& w, Act y, const ActCopy& xc = {}) = 0;
   // Full-width RMSNorm of q [T, q_dim] and k [T, kv_dim] (skipped when the
   // norm weights are empty), then partial NeoX RoPE of both at `positions`.
   virtual void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
@@ -112,9 +132,9 @@ class Backend {
   // (block * block_size + offset).
   virtual void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) = 0;
   // Causal GQA attention of q [T, heads*head_dim] over each sequence's cached
-  // keys and values; out [T, heads*head_dim].
-  virtual void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
-                         float scale, Act out) = 0;
+  // keys and values; out [T, heads*head_dim]. Returns out's copy, if any.
+  virtual ActCopy attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                            float scale, Act out) = 0;
   // Sigmoid router in fp32: top-k of sigmoid(x·gateᵀ) + bias, weights
   // renormalised from the unbiased scores, times `scaling`.
   virtual void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
@@ -132,8 +152,8 @@ class Backend {
   }
   // out = Σ_k w_k · W2_e(silu(W1_e x) ⊙ W3_e x) over each token's experts.
   // An expert whose w1 is empty is held by another rank (expert parallelism)
-  // and adds nothing here.
-  virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) = 0;
+  // and adds nothing here. `xc`: x's copy from its producer, if any.
+  virtual void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy& xc = {}) = 0;
   // One token from each row of `logits` [rows.size(), vocab] (overwritten:
   // the rows' edits are applied in place) as model/sampling.h defines it;
   // only the small results come back to the host. Fails on inconsistent
@@ -162,15 +182,16 @@ class Backend {
   // ---- Fused steps: by default the ops above in sequence; a backend
   // overrides them to save launches and passes over memory (CUDA decode).
   // x += y, then out = rms_norm(x) (the residual add before each norm).
-  virtual void add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
+  virtual ActCopy add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
     add(x, y);
-    rms_norm(x, weight, eps, out);
+    return rms_norm(x, weight, eps, out);
   }
   // The q, k and v projections of the same input.
-  virtual void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
-    matmul(x, wq, q);
-    matmul(x, wk, k);
-    matmul(x, wv, v);
+  virtual void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v,
+                        const ActCopy& xc = {}) {
+    matmul(x, wq, q, xc);
+    matmul(x, wk, k, xc);
+    matmul(x, wv, v, xc);
   }
   // qk_norm_rope, then kv_store of the rotated k and of v.
   virtual void qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm, float eps,

@@ -244,13 +244,11 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       const LayerWeights& L = weights_->layers[l];
       // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)); the
-      // previous block's residual add is fused into this block's norm.
-      if (l == 0) {
-        b.rms_norm(x, L.input_norm, eps, h);
-      } else {
-        b.add_rms_norm(x, out, L.input_norm, eps, h);
-      }
-      b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v);
+      // previous block's residual add is fused into this block's norm. Each
+      // producer's copy of its output (ActCopy) goes to the products that
+      // read that output next.
+      const ActCopy hc = l == 0 ? b.rms_norm(x, L.input_norm, eps, h) : b.add_rms_norm(x, out, L.input_norm, eps, h);
+      b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v, hc);
       if (tp && c.use_qk_norm) {
         // Full-width QK norm over all ranks' heads (m2-spec §2.2c): the
         // per-row sums of squares [T, 2] summed over the ranks, over
@@ -266,11 +264,11 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       } else {
         b.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, eps, in.positions, rope, cache, l, in.slots);
       }
-      b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
-      b.matmul(attn, L.o_proj, out);
+      const ActCopy ac = b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
+      b.matmul(attn, L.o_proj, out, ac);
       if (tp) comm_->all_reduce_sum(out.data, T * H);  // o_proj of this rank's heads: a partial sum
       // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
-      b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
+      const ActCopy mc = b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
       const float scaling = static_cast<float>(c.routed_scaling_factor);
       if (forced) {
         const std::span<const int32_t> layer_ids(in.forced_experts.data() + l * T * top_k,
@@ -281,7 +279,7 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       }
       if (in.capture_routing)
         b.copy_to_host(routing.expert_ids, routing_host_.data() + l * T * top_k, T * top_k * sizeof(int32_t));
-      b.moe(h, L, routing, out);
+      b.moe(h, L, routing, out, mc);
       if (tp) comm_->all_reduce_sum(out.data, T * H);  // this rank's experts or expert columns: a partial sum
     }
     b.add(x, out);
@@ -295,16 +293,16 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   if (R == 0 || (tp && part == V && comm_->rank() != 0)) return Act{nullptr, 0, V};
   Act sel = scratch(kSel, R, H);
   b.gather_rows(x, in.logit_rows, sel);
-  b.rms_norm(sel, weights_->final_norm, eps, sel);
+  const ActCopy sc = b.rms_norm(sel, weights_->final_norm, eps, sel);
   Act lg = scratch(kLogits, R, V);
   if (part == V) {
-    b.matmul(sel, weights_->lm_head, lg);
+    b.matmul(sel, weights_->lm_head, lg, sc);
     return lg;
   }
   // Vocabulary-parallel: this rank's [R, V/tp] columns, then each row
   // gathered from every rank's slice into the full [R, V] (rank order = vocab order).
   Act mine = scratch(kLogitsPart, R, part);
-  b.matmul(sel, weights_->lm_head, mine);
+  b.matmul(sel, weights_->lm_head, mine, sc);
   for (int64_t i = 0; i < R; ++i) comm_->all_gather(mine.data + i * part, part, lg.data + i * V);
   return lg;
 }

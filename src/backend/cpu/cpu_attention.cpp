@@ -9,8 +9,8 @@
 
 namespace m2::cpu {
 
-void CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
-                           float scale, Act out) {
+ActCopy CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs,
+                              int num_heads, float scale, Act out) {
   const KvCacheShape& s = cache.shape();
   const int64_t hd = s.head_dim;
   const int kv_heads = s.num_kv_heads;
@@ -67,6 +67,7 @@ void CpuBackend::attention(Act q, const KvCache& cache, int layer, std::span<con
                     vscales ? vscales + first_head : nullptr, kv_heads, hd, og);
     }
   });
+  return {};
 }
 
 }  // namespace m2::cpu

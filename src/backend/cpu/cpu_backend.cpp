@@ -68,7 +68,7 @@ void CpuBackend::embed(const Weight& table, std::span<const int32_t> ids, Act ou
   }
 }
 
-void CpuBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
+ActCopy CpuBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
   const int64_t n = x.cols;
   thread_local std::vector<float> w;
   w.resize(n);
@@ -89,6 +89,7 @@ void CpuBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
   } else {
     pool_.parallel_for(x.rows, [&](int64_t r, int) { row(r); });
   }
+  return {};  // (no low-precision copies: every product reads fp32)
 }
 
 void CpuBackend::add(Act x, Act y) {
@@ -110,7 +111,7 @@ void CpuBackend::matmul_ref(const float* x, int64_t T, int64_t K, const WeightRe
   pool_.parallel_ranges(N, 4, [&](int64_t b, int64_t e, int) { k_.matmul(x, T, K, K, w, b, e, y, N); });
 }
 
-void CpuBackend::matmul(Act x, const Linear& w, Act y) {
+void CpuBackend::matmul(Act x, const Linear& w, Act y, const ActCopy&) {
   matmul_ref(x.data, x.rows, x.cols, weight_ref(w), y.cols, y.data);
 }
 

@@ -32,10 +32,10 @@ class CpuBackend final : public Backend {
   void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
 
   void embed(const Weight& table, std::span<const int32_t> ids, Act out) override;
-  void rms_norm(Act x, const Weight& weight, float eps, Act out) override;
+  ActCopy rms_norm(Act x, const Weight& weight, float eps, Act out) override;
   void add(Act x, Act y) override;
   void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
-  void matmul(Act x, const Linear& w, Act y) override;
+  void matmul(Act x, const Linear& w, Act y, const ActCopy& xc = {}) override;
   void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
   bool supports_tensor_parallel() const override { return true; }
@@ -44,13 +44,13 @@ class CpuBackend final : public Backend {
                          const Weight& k_norm, float eps, std::span<const int32_t> positions,
                          const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
-  void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
-                 Act out) override;
+  ActCopy attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                    float scale, Act out) override;
   void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
   bool supports_routing_replay() const override { return true; }
   void route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
                     std::span<const int32_t> forced, Routing out) override;
-  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
+  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy& xc = {}) override;
   Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;
   MemoryInfo memory_info() override;
 

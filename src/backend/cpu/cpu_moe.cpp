@@ -61,7 +61,7 @@ void CpuBackend::route_forced(Act x, const Weight& gate, const Weight& bias, int
   }
 }
 
-void CpuBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
+void CpuBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy&) {
   const int64_t T = x.rows, H = x.cols;
   const int64_t E = static_cast<int64_t>(layer.experts.size());
   const int k = routing.top_k;

@@ -45,17 +45,17 @@ Result<int> CudaBackend::host_expert_layers(const ModelWeights& w, size_t free_b
   return p.cpu_layers;
 }
 
-void CudaBackend::moe_host(Act x, const PreparedExperts& layer, const Routing& routing, Act out) {
+void CudaBackend::moe_host(Act x, const PreparedExperts& layer, const Routing& routing, Act out, const ActCopy& xc) {
   const HostExperts& h = *layer.host;
   if (x.rows <= host_experts_->max_cpu_rows()) {
-    bind_reader({written(out)});
+    bind_device();
     auto timer = timed([&] { return fmt::format("moe (CPU) T={}", x.rows); });
     host_experts_->moe_on_cpu(h, x, routing, out, stream_);
     return;
   }
   // (The next host layer's copy starts too.)
   const DeviceExperts& staged = host_experts_->staged(h, stream_);
-  moe_on(x, staged, routing, out);
+  moe_on(x, staged, routing, out, xc);
   host_experts_->released(h, stream_);
 }
 

@@ -133,16 +133,6 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::bind() {
-  fp8_copy_.begin_op();
-  bind_device();
-}
-
-void CudaBackend::bind_reader(std::initializer_list<WrittenBytes> writes) {
-  fp8_copy_.begin_reader_op(writes);
-  bind_device();
-}
-
 void CudaBackend::bind_device() const {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != device_)
@@ -150,7 +140,7 @@ void CudaBackend::bind_device() const {
 }
 
 std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
-  bind();
+  bind_device();
   bump_memory_generation();  // recorded step graphs may hold the address a freed buffer had
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
@@ -166,7 +156,7 @@ std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
 }
 
 void CudaBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) {
-  bind();
+  bind_device();
   M2_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_),
                 "copy_to_host of {} bytes", bytes);
   M2_CUDA_CHECK(cudaStreamSynchronize(stream_),
@@ -174,13 +164,13 @@ void CudaBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) {
 }
 
 void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) {
-  bind();
+  bind_device();
   M2_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_), "copy_from_host of {} bytes",
                 bytes);
 }
 
 void CudaBackend::embed(const Weight& table, std::span<const int32_t> ids, Act out) {
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("embed T={}", ids.size()); });
   const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -188,23 +178,25 @@ void CudaBackend::embed(const Weight& table, std::span<const int32_t> ids, Act o
         [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
 }
 
-void CudaBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
-  bind();
+ActCopy CudaBackend::rms_norm(Act x, const Weight& weight, float eps, Act out) {
+  bind_device();
   auto timer = timed([&] { return fmt::format("rms_norm T={}", x.rows); });
+  ActCopy copy;
   check(launch_rms_norm(x.data, x.rows, x.cols, device_view(weight, "rms_norm"), weight.dtype, eps, out.data,
-                        fp8_copy_for(out), stream_),
+                        fp8_copy_for(out, &copy), stream_),
         "rms_norm", [&] { return fmt::format("rms_norm of {} by {} {}", shape(x), dtype_name(weight.dtype), weight.shape.str()); });
+  return copy;
 }
 
 void CudaBackend::add(Act x, Act y) {
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("add T={}", x.rows); });
   check(launch_add(x.data, y.data, x.rows * x.cols, stream_), "add",
         [&] { return fmt::format("add {} += {}", shape(x), shape(y)); });
 }
 
 void CudaBackend::gather_rows(Act x, std::span<const int64_t> rows, Act out) {
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("gather_rows T={}", rows.size()); });
   const int64_t* d_rows = static_cast<const int64_t*>(upload(rows_, rows.data(), rows.size_bytes(), "rows"));
   check(launch_gather_rows(x.data, x.cols, d_rows, static_cast<int64_t>(rows.size()), out.data, stream_), "gather_rows",
@@ -220,8 +212,8 @@ MatmulShape CudaBackend::matmul_shape(const Act& x, const DeviceWeight& d, const
   return s;
 }
 
-void CudaBackend::matmul(Act x, const Linear& w, Act y) {
-  bind_reader({written(y)});
+void CudaBackend::matmul(Act x, const Linear& w, Act y, const ActCopy& xc) {
+  bind_device();
   auto timer = timed([&] { return fmt::format("matmul T={} {}", x.rows, w.weight.shape.str()); });
   const DeviceWeight d = device_weight(w, "matmul");
   auto context = [&] {
@@ -232,7 +224,7 @@ void CudaBackend::matmul(Act x, const Linear& w, Act y) {
   switch (plan.kernel) {
     case MatmulKernel::kFp8Own:
     case MatmulKernel::kFp8CublasLt: {
-      const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+      const Fp8Out x8 = fp8_copy_.use(xc, x);  // x as its producer quantised it, if it did
       check(x8.q ? fp8_matmul_.run_quantized(plan, x8.q, x8.s, x.rows, d, y.data, y.cols, stream_)
                  : fp8_matmul_.run(plan, x.data, x.rows, x.cols, d, y.data, y.cols, stream_),
             "matmul", [&] {
@@ -273,7 +265,7 @@ QkNormRopeArgs qk_args(Act q, Act k, const void* q_norm, const TensorView& qn, c
 
 void CudaBackend::qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                                std::span<const int32_t> positions, const RopeParams& rope) {
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("qk_norm_rope T={}", q.rows); });
   QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
                              k_norm, eps, rope);
@@ -294,7 +286,7 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, 
     Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, positions, rope, cache, layer, slots);
     return;
   }
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("qk_norm_rope_store T={}", q.rows); });
   QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope"), q_norm, device_view(k_norm, "qk_norm_rope"),
                              k_norm, eps, rope);
@@ -310,7 +302,7 @@ void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, 
 }
 
 void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) {
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("kv_store T={}", k.rows); });
   const KvCacheShape& s = cache.shape();
   const int64_t* d_slots = static_cast<const int64_t*>(upload(slots_, slots.data(), slots.size_bytes(), "slots"));
@@ -323,9 +315,10 @@ void CudaBackend::kv_store(KvCache& cache, int layer, Act k, Act v, std::span<co
         });
 }
 
-void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
-                            float scale, Act out) {
-  bind();
+ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs,
+                               int num_heads, float scale, Act out) {
+  ActCopy copy;  // out's, written by the prefill kernel when it writes every row
+  bind_device();
   auto timer = timed([&] { return fmt::format("attention T={} ({} seqs)", q.rows, seqs.size()); });
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
@@ -354,7 +347,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
     // The prefill kernel writes every row of out when it has all the work:
     // then also out's FP8 copy (a head of 128 = one quantisation group), for o_proj.
     if (meta.num_items == 0 && meta.num_decode_items == 0 && out.cols == int64_t{num_heads} * s.head_dim)
-      p.out8 = fp8_copy_for(out);
+      p.out8 = fp8_copy_for(out, &copy);
     if (flashinfer_prefill_ && (s.dtype == DType::kBF16 || s.dtype == DType::kF8E4M3) &&
         s.head_dim == kFlashInferHeadDim && !capturing_) {
       attention_prefill_flashinfer(q, meta, seqs, p, num_heads, p.out8, out);
@@ -390,7 +383,7 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
                          s.num_kv_heads, s.head_dim, G, d.splits, d.split_keys);
     });
   }
-  if (meta.num_items == 0) return;
+  if (meta.num_items == 0) return copy;
   // At least 128 keys (a tile per warp) per split.
   size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
   if (a.splits > 1)
@@ -401,11 +394,11 @@ void CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span<co
                        shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
   };
   check(launch_attention(a, stream_), "attention", context);
+  return copy;
 }
 
 void CudaBackend::route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) {
-  const size_t pairs = static_cast<size_t>(x.rows) * top_k;
-  bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
+  bind_device();
   auto timer = timed([&] { return fmt::format("route T={}", x.rows); });
   RouteArgs a;
   a.x = x.data, a.T = x.rows;
@@ -437,7 +430,7 @@ void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, in
                                std::span<const int32_t> forced, Routing out) {
   route(x, gate, bias, top_k, scaling, out);  // the rows not forced
   const size_t pairs = static_cast<size_t>(x.rows) * top_k;
-  bind_reader({{out.expert_ids, pairs * sizeof(int32_t)}, {out.weights, pairs * sizeof(float)}});
+  bind_device();
   auto timer = timed([&] { return fmt::format("route_forced T={}", x.rows); });
   auto context = [&] {
     return fmt::format("route_forced of x {} by gate {} {} (top {}, {} forced ids)", shape(x), dtype_name(gate.dtype),
@@ -458,18 +451,18 @@ void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, in
         "route_forced", context);
 }
 
-void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) {
+void CudaBackend::moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy& xc) {
   if (layer.experts.empty() || !owns(layer.prepared_experts)) {
     log_error("moe: the experts of this layer were not uploaded by this backend's prepare_weights");
     std::abort();
   }
   const auto& prepared = *static_cast<const PreparedExperts*>(layer.prepared_experts);
-  if (prepared.host) return moe_host(x, prepared, routing, out);
-  moe_on(x, prepared.experts, routing, out);
+  if (prepared.host) return moe_host(x, prepared, routing, out, xc);
+  moe_on(x, prepared.experts, routing, out, xc);
 }
 
-void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out) {
-  bind_reader({written(out)});
+void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out, const ActCopy& xc) {
+  bind_device();
   auto timer = timed([&] { return fmt::format("moe T={}", x.rows); });
   MoeArgs a;
   a.x = x.data, a.T = x.rows;
@@ -488,7 +481,7 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
     a.counters = static_cast<unsigned*>(moe_counters_.reserve(
         sizeof(unsigned) * moe_decode_counter_count(x.rows, a.experts.hidden), stream_, true));
   if (moe_reads_x8(a)) {
-    const Fp8Out x8 = fp8_copy_.use(x);  // x as its producer quantised it, if it did
+    const Fp8Out x8 = fp8_copy_.use(xc, x);  // x as its producer quantised it, if it did
     a.x8 = x8.q, a.sx = x8.s;
   }
   a.scratch = moe_scratch_.reserve(plan.scratch_bytes, stream_);
@@ -501,13 +494,13 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
   check(launch_moe(a, stream_), "moe", context);
 }
 
-Fp8Out CudaBackend::fp8_copy_for(const Act& out) {
+Fp8Out CudaBackend::fp8_copy_for(const Act& out, ActCopy* handle) {
   // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
   const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
   if (!fp8_paths || !has_fp8_weights_ || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
-  return fp8_copy_.produce(out, stream_);
+  return fp8_copy_.produce(out, handle, stream_);
 }
 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {
@@ -574,32 +567,35 @@ const void* CudaBackend::upload(DeviceArray& array, const void* host, size_t byt
   return array.upload(host, bytes, stream_);
 }
 
-void CudaBackend::add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
-  bind();
+ActCopy CudaBackend::add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
+  bind_device();
   auto timer = timed([&] { return fmt::format("add_rms_norm T={}", x.rows); });
   auto context = [&] {
     return fmt::format("add_rms_norm of {} + {} by {} {} into {}", shape(x), shape(y), dtype_name(weight.dtype),
                        weight.shape.str(), shape(out));
   };
   if (x.rows != y.rows || x.cols != y.cols || out.data == x.data) die(cudaErrorInvalidValue, "add_rms_norm", context(), __FILE__, __LINE__);
+  ActCopy copy;
   check(launch_add_rms_norm(x.data, y.data, x.rows, x.cols, device_view(weight, "add_rms_norm"), weight.dtype, eps,
-                            out.data, fp8_copy_for(out), stream_),
+                            out.data, fp8_copy_for(out, &copy), stream_),
         "add_rms_norm", context);
+  return copy;
 }
 
-void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) {
+void CudaBackend::qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v,
+                           const ActCopy& xc) {
   const DeviceWeight* stack = prepared(wq.prepared, wq.weight, "qkv_proj", "linear").qkv;
   if (!stack) {  // not stacked: three products
-    Backend::qkv_proj(x, wq, wk, wv, q, k, v);
+    Backend::qkv_proj(x, wq, wk, wv, q, k, v, xc);
     return;
   }
   // The stacked weight in one pass where a GEMV kernel streams it; else three products.
   const MatmulPlan plan = plan_matmul(matmul_shape(x, *stack, q), options_, caps_);
   if (plan.kernel != MatmulKernel::kGemv && plan.kernel != MatmulKernel::kGemvMma) {
-    Backend::qkv_proj(x, wq, wk, wv, q, k, v);
+    Backend::qkv_proj(x, wq, wk, wv, q, k, v, xc);
     return;
   }
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("qkv_proj T={}", x.rows); });
   const DeviceWeight& d = *stack;
   auto context = [&] {

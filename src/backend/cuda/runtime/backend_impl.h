@@ -55,22 +55,23 @@ class CudaBackend final : public Backend {
   Result<size_t> reserve_scratch(const ModelConfig& config, const StepLimits& limits) override;  // backend_scratch.cpp
 
   void embed(const Weight& table, std::span<const int32_t> ids, Act out) override;
-  void rms_norm(Act x, const Weight& weight, float eps, Act out) override;
+  ActCopy rms_norm(Act x, const Weight& weight, float eps, Act out) override;
   void add(Act x, Act y) override;
   void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
-  void matmul(Act x, const Linear& w, Act y) override;
+  void matmul(Act x, const Linear& w, Act y, const ActCopy& xc = {}) override;
   void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
-  void attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads, float scale,
-                 Act out) override;
+  ActCopy attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
+                    float scale, Act out) override;
   void route(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling, Routing out) override;
   bool supports_routing_replay() const override { return true; }
   void route_forced(Act x, const Weight& gate, const Weight& bias, int top_k, float scaling,
                     std::span<const int32_t> forced, Routing out) override;
-  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out) override;
-  void add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) override;
-  void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v) override;
+  void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy& xc = {}) override;
+  ActCopy add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) override;
+  void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v,
+                const ActCopy& xc = {}) override;
   void qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm, float eps,
                           std::span<const int32_t> positions, const RopeParams& rope, KvCache& cache, int layer,
                           std::span<const int64_t> slots) override;
@@ -105,10 +106,10 @@ class CudaBackend final : public Backend {
   // How many leading layers keep their experts on the host
   // (CudaOptions::cpu_moe_layers, auto resolved against free memory).
   Result<int> host_expert_layers(const ModelWeights& w, size_t free_bytes, size_t total_bytes) const;
-  // The MoE of `experts` (device memory) over x and routing.
-  void moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out);
+  // The MoE of `experts` (device memory) over x (its copy xc) and routing.
+  void moe_on(Act x, const DeviceExperts& experts, const Routing& routing, Act out, const ActCopy& xc);
   // The MoE of a layer whose experts are on the host (moe/host_experts.h).
-  void moe_host(Act x, const PreparedExperts& layer, const Routing& routing, Act out);
+  void moe_host(Act x, const PreparedExperts& layer, const Routing& routing, Act out, const ActCopy& xc);
   // q, k and v of a layer in one allocation (rows stacked), so that decode
   // streams them in one pass; false when their shapes do not allow it.
   Status upload_qkv(LayerWeights& layer, const char* what, Uploads& uploads, bool* fused);
@@ -159,19 +160,15 @@ class CudaBackend final : public Backend {
   }
 
   // The start of every op: makes device_ the calling thread's current
-  // device (ops may come from any thread) and drops the FP8 copy of an
-  // activation (fp8_act_copy.h: any op may write its memory).
-  void bind();
-  // The start of an op that writes only `writes` (matmul, route, moe): bind(),
-  // keeping the FP8 copy unless one of them overlaps it.
-  void bind_reader(std::initializer_list<WrittenBytes> writes);
+  // device (ops may come from any thread).
   void bind_device() const;
-  // Where a producer about to write `out` also writes out's FP8 copy, or none
-  // (null q) when no FP8 product would read it: the FP8 paths off
-  // (fp8_gemm=off, a device without them), no FP8 weights, fewer than
-  // kFp8GemmMinTokens rows (products of fewer stream fp32 activations),
-  // columns not a multiple of 128, or out not 16-byte aligned.
-  Fp8Out fp8_copy_for(const Act& out);
+  // Where a producer about to write `out` also writes out's FP8 copy (and
+  // `*handle` the ActCopy it returns for it), or none (null q, empty handle)
+  // when no FP8 product would read it: the FP8 paths off (fp8_gemm=off, a
+  // device without them), no FP8 weights, fewer than kFp8GemmMinTokens rows
+  // (products of fewer stream fp32 activations), columns not a multiple of
+  // 128, or out not 16-byte aligned.
+  Fp8Out fp8_copy_for(const Act& out, ActCopy* handle);
   // After a launch: stop with `context()` if it failed (and, with
   // CudaOptions::sync_each_op, if the kernel itself failed).
   template <class Context>

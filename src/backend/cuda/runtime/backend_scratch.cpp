@@ -12,7 +12,7 @@ Result<size_t> CudaBackend::reserve_scratch(const ModelConfig& config, const Ste
   if (limits.max_tokens <= 0 || limits.max_seqs <= 0 || limits.max_logit_rows <= 0 || limits.max_context <= 0)
     return errorf("reserve_scratch: step limits must be positive ({} tokens, {} sequences, {} logit rows, {} context)",
                   limits.max_tokens, limits.max_seqs, limits.max_logit_rows, limits.max_context);
-  bind();
+  bind_device();
   const size_t free_before = memory_info().free_bytes;
   const ScratchPlan p = plan_scratch(config, limits, options_, caps_);
   if (p.total() > free_before)

@@ -2,50 +2,32 @@
 // activation beside its fp32 output (Fp8Out, runtime/device_types.h: RMSNorm, the prefill
 // attention), so that the FP8 products reading it next (dense matmul, the
 // grouped MoE) skip their own quantisation kernel. The Backend interface
-// keeps passing fp32 Acts; this is the CUDA backend's private hand-over.
+// keeps passing fp32 Acts; the hand-over is explicit: the producer op
+// returns an ActCopy (model/backend.h) naming this copy, the model passes it
+// to the products that read that activation, and a product uses it only if
+// it is still the latest copy (its serial) and of that product's own input.
 //
-// One copy at a time, in two device buffers owned here and grown to the
-// largest step (a growth bumps the memory generation, like any scratch:
-// recorded graphs hold addresses). All work is on the backend's one stream,
-// so a producer may overwrite the buffers while earlier readers are queued
-// (a producer launched for an early start writes only after its
-// grid_dependency_wait(), like any of its outputs).
-//
-// When a copy may be used (the rule the backend follows):
-//   - it is of one Act {data, rows, cols}; a reader uses it only for an
-//     input equal to that Act;
-//   - every op starts with begin_op(), which drops it (CudaBackend::bind(),
-//     the first call of every op, does this), except the ops known to read
-//     activations and write elsewhere (matmul, route, moe), which start with
-//     begin_reader_op(their outputs) instead: it keeps the copy unless one
-//     of the outputs overlaps the copy's Act.
-// So an op that writes memory (copy_from_host and allocate too) drops the
-// copy unless it says otherwise, and forgetting costs the fusion, never
-// correctness. The decisions depend only
-// on a step's op sequence and shapes, so a recorded step graph replays what
-// was decided while recording.
+// One copy at a time, in two device buffers owned here and sized up front
+// (CudaBackend::reserve_scratch; a growth bumps the memory generation, like
+// any scratch: recorded graphs hold addresses). In the model's order every
+// copy is read before the next producer writes one (norm -> q|k|v,
+// attention -> o_proj, norm -> MoE), so one buffer serves them all; a
+// handle kept past that is refused, not misread. All work is on the
+// backend's one stream, so a producer may overwrite the buffers while
+// earlier readers are queued. A recorded step graph replays the copies its
+// recording used.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 
 #include "backend/cuda/runtime/device_buffer.h"
 #include "backend/cuda/runtime/device_types.h"
 #include "model/backend.h"
 
 namespace m2::cuda {
-
-// Bytes an op writes: [data, data + bytes).
-struct WrittenBytes {
-  const void* data = nullptr;
-  size_t bytes = 0;
-};
-inline WrittenBytes written(const Act& a) {
-  return {a.data, static_cast<size_t>(a.rows * a.cols) * sizeof(float)};
-}
 
 class Fp8ActCopy {
  public:
@@ -59,24 +41,20 @@ class Fp8ActCopy {
   // Room for copies of up to `codes` = T x K values (CudaBackend::reserve_scratch).
   void reserve(size_t codes, cudaStream_t stream);
 
-  // The start of an op that may write anything: the copy is dropped.
-  void begin_op() { live_ = false; }
-  // The start of an op that writes only `writes`: the copy is kept unless
-  // one of them overlaps its Act.
-  void begin_reader_op(std::initializer_list<WrittenBytes> writes);
-
   // Where the producer about to write `out` [T, K] (K a multiple of 128)
-  // writes its copy; from now on the copy is of `out`.
-  Fp8Out produce(const Act& out, cudaStream_t stream);
-  // The copy of `x` for a reader, or none (null q). Counted in uses().
-  Fp8Out use(const Act& x);
+  // writes its copy, and in `*handle` the ActCopy naming it (the previous
+  // copy is retired). Disabled: none, and an empty handle.
+  Fp8Out produce(const Act& out, ActCopy* handle, cudaStream_t stream);
+  // The copy `xc` names for a reader of `x`, or none (null q) when xc is
+  // empty, retired, another backend's, or of another Act. Counted in uses().
+  Fp8Out use(const ActCopy& xc, const Act& x);
   // Readers handed a copy so far (tests check that the fused path is taken).
   int64_t uses() const { return uses_; }
 
  private:
   bool enabled_;
-  bool live_ = false;
-  Act act_;  // what the copy is of, while live_
+  uint64_t serial_ = 0;  // of the latest copy (0: none yet)
+  Act act_;              // what the latest copy is of
   Fp8Out copy_;
   DeviceBuffer q_{"FP8 copy codes"}, s_{"FP8 copy scales"};
   int64_t uses_ = 0;

@@ -26,7 +26,7 @@ constexpr int64_t kMaxGraphTokens = 1024;   // larger decode batches run op by o
 }  // namespace
 
 Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays& step) {
-  bind();
+  bind_device();
   context_bound_ = 0;
   if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphTokens ||
       step.num_kv_heads <= 0)
@@ -81,7 +81,7 @@ Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays&
 }
 
 void CudaBackend::end_graph() {
-  bind();
+  bind_device();
   cudaGraph_t graph = nullptr;
   capturing_ = false;
   M2_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph),

@@ -17,7 +17,7 @@ Status CudaBackend::sample(Act logits, std::span<const SampleRow> rows, std::spa
   if (!features_.gpu_sampling) return sample_on_host(logits, rows, out);
   if (logits.cols > sample_max_vocab())
     return errorf("sample: vocabulary {} above the CUDA sampler's {}", logits.cols, sample_max_vocab());
-  bind();
+  bind_device();
   auto timer = timed([&] { return fmt::format("sample R={}", rows.size()); });
   std::vector<SampleRowArgs> args(rows.size());
   std::vector<LogitEdit> edits;
@@ -72,7 +72,7 @@ Status CudaBackend::sample_on_host(Act logits, std::span<const SampleRow> rows, 
 }
 
 MemoryInfo CudaBackend::memory_info() {
-  bind();
+  bind_device();
   MemoryInfo m;
   M2_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes), "memory info of device {}", device_);
   return m;
