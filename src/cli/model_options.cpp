@@ -27,7 +27,10 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
   app->add_option("--num-layers", num_layers, "Use only the first N decoder layers")
       ->check(int_range(1, std::numeric_limits<int>::max()));
   app->add_option("--dummy-seed", seed, "Seed of --load-format dummy weights");
-  app->add_option("--threads", threads, "CPU threads (default: all hardware threads)")->check(int_range(1, 4096));
+  app->add_option("--threads", threads,
+                  "CPU threads (default: all hardware threads; with --device cuda, the threads that compute experts "
+                  "kept in host memory, default all but one)")
+      ->check(int_range(1, 4096));
 #ifdef M2CPP_WITH_CUDA
   app->add_option("--device", device, "cpu, or cuda[:N] (GPU N, default 0)")
       ->check([](const std::string& d) { return d == "cpu" || parse_cuda_device(d) >= 0 ? "" : "expected cpu or cuda[:N]"; });
@@ -164,6 +167,7 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
     M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
     options.cpu_moe_max_tokens = cpu_moe_max_tokens;
+    if (threads > 0) options.cpu_moe_threads = threads;  // as llama.cpp's -t with offloaded experts
     if (cpu_moe) options.cpu_moe_layers = cuda::CudaOptions::kCpuMoeAll;
     if (!n_cpu_moe.empty()) {
       M2_ASSIGN_OR_RETURN(const ExpertPlacementRequest r, parse_n_cpu_moe(n_cpu_moe));
