@@ -1,6 +1,7 @@
 // m2cpp info: what a model is, what it costs (parameters, bytes, KV/token).
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -137,7 +138,10 @@ Result<std::string> placement(const ModelOptions& mo, const ModelConfig& c) {
                          r.device_budget / 1073741824.0, util, reserve / 1073741824.0, mo.auto_kv_tokens);
   }
   M2_ASSIGN_OR_RETURN(const ExpertPlacement p, plan_expert_placement(c, r));
-  return p.describe() + budget;
+  const int threads = host_expert_threads(mo.threads, static_cast<int>(std::thread::hardware_concurrency()));
+  return p.describe() + budget +
+         fmt::format("; host experts computed by {} CPU thread{} ({})", threads, threads == 1 ? "" : "s",
+                     mo.threads > 0 ? "--threads" : "all hardware threads but one; --threads sets it");
 }
 
 int run_info(const ModelOptions& mo, bool as_json) {

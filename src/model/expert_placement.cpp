@@ -85,4 +85,8 @@ Result<ExpertPlacementRequest> parse_n_cpu_moe(const std::string& value) {
   return r;
 }
 
+int host_expert_threads(int requested, int hardware_threads) {
+  return requested > 0 ? requested : std::max(1, hardware_threads - 1);
+}
+
 }  // namespace m2

@@ -44,4 +44,10 @@ Result<ExpertPlacement> plan_expert_placement(const ModelConfig& config, const E
 // "--n-cpu-moe" values: "auto" or a count >= 0.
 Result<ExpertPlacementRequest> parse_n_cpu_moe(const std::string& value);
 
+// The CPU threads that compute host-resident experts: `requested` (--threads)
+// when positive, else every hardware thread but one, which stays for the
+// thread that queues the GPU's work and waits on it (on the H200 host a 16th
+// expert thread on 16 cores more than halved their speed: docs/perf.md).
+int host_expert_threads(int requested, int hardware_threads);
+
 }  // namespace m2

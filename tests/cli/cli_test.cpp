@@ -83,6 +83,10 @@ TEST(Cli, InfoPrintsTheExpertPlacement) {
   CmdResult a = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe auto");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_NE(a.out.find("auto on an H200"), std::string::npos) << a.out;
+  // --threads sets the threads that compute them (as llama.cpp's -t).
+  CmdResult t = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe 20 --threads 6");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("host experts computed by 6 CPU threads (--threads)"), std::string::npos) << t.out;
 }
 
 TEST(Cli, InfoOnCheckpointCountsStoredBytes) {

@@ -116,5 +116,14 @@ TEST(ExpertPlacement, ParsesTheFlag) {
   }
 }
 
+// The threads that compute host experts: --threads when given, else every
+// hardware thread but one (never none).
+TEST(HostExpertThreads, RequestedElseAllButOne) {
+  EXPECT_EQ(host_expert_threads(6, 16), 6);
+  EXPECT_EQ(host_expert_threads(0, 16), 15);
+  EXPECT_EQ(host_expert_threads(0, 1), 1);
+  EXPECT_EQ(host_expert_threads(-1, 2), 1);
+}
+
 }  // namespace
 }  // namespace m2

@@ -9,17 +9,13 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/runtime/check.h"
+#include "model/expert_placement.h"
 #include "util/log.h"
 
 namespace m2::cuda {
 namespace {
 
 constexpr int kMaxTopK = 32;  // the CPU path's routing staging holds this many experts per row
-
-int default_threads() {
-  // One core stays for the thread that queues the GPU's work and waits on it.
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
-}
 
 void* pinned_alloc(size_t bytes, const char* what) {
   void* p = nullptr;
@@ -78,7 +74,7 @@ Linear host_linear(const uint8_t* base, int64_t scale_off, DType dtype, int64_t 
 }  // namespace
 
 HostExpertRuntime::HostExpertRuntime(int device, int max_cpu_rows, int threads)
-    : device_(device), max_cpu_rows_(std::max(1, max_cpu_rows)), pool_(threads > 0 ? threads : default_threads()),
+    : device_(device), max_cpu_rows_(std::max(1, max_cpu_rows)), pool_(host_expert_threads(threads, static_cast<int>(std::thread::hardware_concurrency()))),
       cpu_(std::make_unique<cpu::CpuBackend>(pool_)) {}
 
 HostExpertRuntime::~HostExpertRuntime() {
