@@ -38,7 +38,7 @@ struct Avx512Base {
     return _mm512_cvtph_ps(h);
   }
   // 64 e4m3 weights p[0, 64) as four vectors (value / 2^8, as load_fp8), in
-  // the lane order of permute_x64: byte interleaves within 128-bit lanes put
+  // the lane order of permute_x: byte interleaves within 128-bit lanes put
   // every byte at the top of a 16-bit word at once, so 64 weights take 8
   // integer ops and 4 conversions instead of 16 and 4 (decode is bound by
   // these ops per core). Lane l of vector j holds weight perm(j, l):
@@ -53,7 +53,7 @@ struct Avx512Base {
     out[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1));
   }
   // out[0, 64) = x[0, 64) * s in load_fp8x4's lane order.
-  static void permute_x64(const float* x, F s, float* out) {
+  static void permute_x(const float* x, F s, float* out) {
     const __m512i a = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
     const __m512i b = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
     const F x0 = load(x), x1 = load(x + 16), x2 = load(x + 32), x3 = load(x + 48);

@@ -42,6 +42,20 @@ struct V {
     const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(w, 8), 1), _mm_set1_epi16(-16385)));
   }
+  // 32 e4m3 weights p[0, 32) as four vectors of load_fp8's values, in k's
+  // own order: byte interleaves with zero put every byte at the top of a
+  // 16-bit word at once (a 128-bit lane's low bytes: weights 0-7 and 16-23,
+  // its high bytes: 8-15 and 24-31), then load_fp8's two ops a word.
+  static void load_fp8x4(const uint8_t* p, F out[4]) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), z = _mm256_setzero_si256();
+    const __m256i m = _mm256_set1_epi16(-16385);
+    const __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(z, w), 1), m);
+    const __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(z, w), 1), m);
+    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+    out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
+    out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+    out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+  }
   static void store_bf16(uint16_t* p, F a) {
     const __m256i u = _mm256_castps_si256(a);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));

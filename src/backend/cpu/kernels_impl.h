@@ -69,16 +69,19 @@ inline float weight_scalar(const typename Elem<T>::type* p) {
   else return load_weight_scalar<T>(p);
 }
 
-// Whether FP8 rows are read 64 weights at a time in the policy's lane order
-// (V::load_fp8x4, with x stored in that order by V::permute_x64): where the
-// policy has it and K and the scale blocks are multiples of 64. Every path
-// of a weight (decode, panel) then reads the same order, so a row's
-// arithmetic stays the same at every batch size.
+// Whether FP8 rows are read 4 vectors' worth of weights at a time
+// (V::load_fp8x4: 4 x W weights in the policy's lane order; where that is
+// not k's own order, V::permute_x stores x in it): where the policy has it
+// and K and the scale blocks are multiples of 4 x W. Every path of a weight
+// (decode, panel) then reads the same order, so a row's arithmetic stays the
+// same at every batch size.
 template <class V, DType T>
 constexpr bool kHasFp8x4 = T == DType::kF8E4M3 && requires(const uint8_t* p, typename V::F* o) { V::load_fp8x4(p, o); };
+template <class V>
+constexpr bool kPermutesX = requires(const float* x, typename V::F s, float* o) { V::permute_x(x, s, o); };
 template <class V, DType T>
-inline bool fp8_by_64(const WeightRef& w, int64_t K) {
-  if constexpr (kHasFp8x4<V, T>) return K % 64 == 0 && w.block_cols % 64 == 0;
+inline bool fp8_grouped(const WeightRef& w, int64_t K) {
+  if constexpr (kHasFp8x4<V, T>) return K % (4 * V::W) == 0 && w.block_cols % (4 * V::W) == 0;
   return false;
 }
 
@@ -89,12 +92,12 @@ template <class V, DType T, int R>
 void decode_panel(const WeightRef& w, int64_t n, int64_t K, float* panel, int64_t ldp) {
   const auto* data = static_cast<const typename Elem<T>::type*>(w.data);
   if constexpr (kHasFp8x4<V, T>) {
-    if (fp8_by_64<V, T>(w, K)) {
+    if (fp8_grouped<V, T>(w, K)) {
       for (int r = 0; r < R; ++r)
-        for (int64_t k = 0; k < K; k += 64) {
+        for (int64_t k = 0; k < K; k += 4 * V::W) {
           typename V::F v[4];
           V::load_fp8x4(data + (n + r) * w.ld + k, v);
-          for (int j = 0; j < 4; ++j) V::store(panel + r * ldp + k + 16 * j, v[j]);
+          for (int j = 0; j < 4; ++j) V::store(panel + r * ldp + k + V::W * j, v[j]);
         }
       return;
     }
@@ -132,15 +135,15 @@ inline void tile(const float* x, int64_t ldx, int64_t K, const WeightRef& w, int
   for (int t = 0; t < TT; ++t)
     for (int r = 0; r < R; ++r) acc[t][r] = V::zero(), tail[t][r] = 0.0f;
   if constexpr (!kPanel && kHasFp8x4<V, T>) {
-    if (fp8_by_64<V, T>(w, K)) {  // 64 weights of a row at a time, x in their lane order
-      for (int64_t k = 0; k < K; k += 64) {
+    if (fp8_grouped<V, T>(w, K)) {  // 4 x W weights of a row at a time, x in their lane order
+      for (int64_t k = 0; k < K; k += 4 * V::W) {
         for (int r = 0; r < R; ++r) {
           const auto* p = data + (n + r) * w.ld + k;
           if (TT <= 2) __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes);
           F wv[4];
           V::load_fp8x4(p, wv);
           for (int j = 0; j < 4; ++j)
-            for (int t = 0; t < TT; ++t) acc[t][r] = V::fma(V::load(x + t * ldx + k + 16 * j), wv[j], acc[t][r]);
+            for (int t = 0; t < TT; ++t) acc[t][r] = V::fma(V::load(x + t * ldx + k + V::W * j), wv[j], acc[t][r]);
         }
       }
       for (int t = 0; t < TT; ++t)
@@ -304,7 +307,7 @@ void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weig
     // Rows one cache line longer than K (L1 sets: matmul_blocked); in
     // load_fp8x4's lane order where the weights are read in it.
     const int64_t ldxs = K + 64 / static_cast<int64_t>(sizeof(float));
-    const bool by_64 = fp8_by_64<V, T>(w, K);
+    const bool permute = kPermutesX<V> && fp8_grouped<V, T>(w, K);
     float* xs = line_aligned(xs_buf, static_cast<size_t>(std::min(nt, kTokenBlock) * ldxs));
     // Token blocks outside, so that a block of x stays in L2 over the row blocks.
     for (int64_t tb = 0; tb < nt; tb += kTokenBlock) {
@@ -319,9 +322,9 @@ void matmul_typed(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weig
             const float* xr = x + (tb + t) * ldx;
             float* o = xs + t * ldxs;
             int64_t k = kb;
-            if constexpr (kHasFp8x4<V, T>) {
-              if (by_64)
-                for (; k + 64 <= ke; k += 64) V::permute_x64(xr + k, s, o + k);
+            if constexpr (kPermutesX<V>) {
+              if (permute)
+                for (; k + 4 * V::W <= ke; k += 4 * V::W) V::permute_x(xr + k, s, o + k);
             }
             for (; k + V::W <= ke; k += V::W) V::store(o + k, V::mul(V::load(xr + k), s));
             for (; k < ke; ++k) o[k] = xr[k] * sc;
