@@ -74,7 +74,9 @@ Linear host_linear(const uint8_t* base, int64_t scale_off, DType dtype, int64_t 
 }  // namespace
 
 HostExpertRuntime::HostExpertRuntime(int device, int max_cpu_rows, int threads)
-    : device_(device), max_cpu_rows_(std::max(1, max_cpu_rows)), pool_(host_expert_threads(threads, static_cast<int>(std::thread::hardware_concurrency()))),
+    : device_(device),
+      max_cpu_rows_(std::max(1, max_cpu_rows)),
+      pool_(host_expert_threads(threads, static_cast<int>(std::thread::hardware_concurrency()))),
       cpu_(std::make_unique<cpu::CpuBackend>(pool_)) {}
 
 HostExpertRuntime::~HostExpertRuntime() {

@@ -14,14 +14,13 @@ Fp8Out Fp8ActCopy::produce(const Act& out, ActCopy* handle, cudaStream_t stream)
   const size_t codes = static_cast<size_t>(out.rows * out.cols);
   copy_.q = static_cast<uint8_t*>(q_.reserve(codes, stream));
   copy_.s = static_cast<float*>(s_.reserve(codes / kFp8Block * sizeof(float), stream));
-  act_ = out;
   *handle = ActCopy{copy_.q, copy_.s, out, ++serial_};
   return copy_;
 }
 
 Fp8Out Fp8ActCopy::use(const ActCopy& xc, const Act& x) {
   if (xc.empty() || xc.serial != serial_ || xc.codes != copy_.q || xc.scales != copy_.s) return {};
-  if (x.data != act_.data || x.rows != act_.rows || x.cols != act_.cols) return {};
+  if (x.data != xc.of.data || x.rows != xc.of.rows || x.cols != xc.of.cols) return {};
   ++uses_;
   return copy_;
 }

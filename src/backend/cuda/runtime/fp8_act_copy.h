@@ -54,7 +54,6 @@ class Fp8ActCopy {
  private:
   bool enabled_;
   uint64_t serial_ = 0;  // of the latest copy (0: none yet)
-  Act act_;              // what the latest copy is of
   Fp8Out copy_;
   DeviceBuffer q_{"FP8 copy codes"}, s_{"FP8 copy scales"};
   int64_t uses_ = 0;
