@@ -115,11 +115,12 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   M2CPP_CUDA_OPTIONS=sync=on run 110 "$BUILD/test_model" --gtest_color=no --gtest_filter='*cuda*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi
-# Random engine-like step mixes against the CPU backend and the W8A8 paths
-# against their float64 reference, with graphs on (as
-# a server runs: sync=on would turn them off).
+# Random engine-like step mixes against the CPU backend, the W8A8 paths
+# against their float64 reference and batch invariance (bit for bit), with
+# graphs on (as a server runs: sync=on would turn them off).
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  M2CPP_CUDA_OPTIONS= run 150 "$BUILD/test_backend_cuda" --gtest_color=no --gtest_filter='Kv/StepMix.*:Paths/W8A8.*' >> "$OUT/tests.log" 2>&1 ||
+  M2CPP_CUDA_OPTIONS= run 200 "$BUILD/test_backend_cuda" --gtest_color=no \
+    --gtest_filter='Kv/StepMix.*:Paths/W8A8.*:Kv/BatchInvariance.*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"

@@ -36,11 +36,15 @@ void ModelOptions::add_to(CLI::App* app, bool model_required) {
       ->check([](const std::string& d) { return d == "cpu" || parse_cuda_device(d) >= 0 ? "" : "expected cpu or cuda[:N]"; });
   app->add_option("--cuda-options", cuda_options,
                   "The CUDA backend's switches, key=value[,...]: fp8_gemm=cublaslt|own|off, moe_cutlass=on|off, "
-                  "attn_prefill=flashinfer|mma, tc_attention, graphs, sync, profile, pdl=on|off (also "
+                  "attn_prefill=flashinfer|mma, tc_attention, graphs, sync, profile, pdl, batch_invariant=on|off (also "
                   "M2CPP_CUDA_OPTIONS; this flag wins)");
 #else
   app->add_option("--device", device, "cpu")->check(CLI::IsMember({"cpu"}));
 #endif
+  app->add_flag("--batch-invariant", batch_invariant,
+                "A sequence's logits bit-identical whatever else is in its batch, its chunking and its place in the "
+                "batch (for RL rollouts and reproducible agents): on the GPU one kernel per op at every step size, "
+                "W8A8 FP8 throughout, slower (docs/perf.md); the CPU backend always is");
   app->add_flag("--cpu-moe", cpu_moe, "Keep every layer's routed experts in host memory (--device cuda; the CPU "
                                      "computes small steps, larger ones stream them to the GPU)");
   app->add_option("--n-cpu-moe", n_cpu_moe,
@@ -78,6 +82,9 @@ Status ModelOptions::check() const {
     return errorf("--cpu-moe and --n-cpu-moe place experts beside a GPU (--device cuda); on the CPU backend every "
                   "expert is in host memory anyway");
   if (cpu_moe && !n_cpu_moe.empty()) return errorf("--cpu-moe and --n-cpu-moe: give one of them");
+  if (batch_invariant && (cpu_moe || !n_cpu_moe.empty()))
+    return errorf("--batch-invariant with --cpu-moe or --n-cpu-moe is not supported: a host layer's experts run on "
+                  "the CPU up to --cpu-moe-max-tokens tokens a step and on the GPU above, with other numerics");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
     if (device != "cpu")
@@ -167,6 +174,7 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
     M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
     options.cpu_moe_max_tokens = cpu_moe_max_tokens;
+    if (batch_invariant) options.batch_invariant = true;
     if (threads > 0) options.cpu_moe_threads = threads;  // as llama.cpp's -t with offloaded experts
     if (cpu_moe) options.cpu_moe_layers = cuda::CudaOptions::kCpuMoeAll;
     if (!n_cpu_moe.empty()) {

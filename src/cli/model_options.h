@@ -30,6 +30,7 @@ struct ModelOptions {
   std::string device = "cpu";
   double gpu_memory_utilization = 0;  // 0: not given
   std::string cuda_options;           // --cuda-options (backend/cuda/runtime/cuda_options.h)
+  bool batch_invariant = false;       // --batch-invariant (vLLM's name): CudaOptions::batch_invariant; the CPU always is
   // Routed experts in host memory (model/expert_placement.h; llama.cpp's flags).
   bool cpu_moe = false;               // --cpu-moe: every layer's
   std::string n_cpu_moe;              // --n-cpu-moe N|auto: the first N layers', or as many as the GPU needs

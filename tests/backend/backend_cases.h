@@ -4,7 +4,8 @@
 // backend is held to the CPU backend on the same weights as well as to the
 // reference; `exact` says whether a backend's rows are bit-identical across
 // chunkings and batches (the CPU's are by construction; a GPU's differ in
-// summation order: decode GEMVs vs tiled prefill, key splits).
+// summation order: decode GEMVs vs tiled prefill, key splits; unless it runs
+// batch-invariant, CudaOptions::batch_invariant).
 #pragma once
 
 #include <cstdlib>
@@ -36,8 +37,8 @@ struct BackendCase {
 #ifdef M2CPP_WITH_CUDA
 // The CUDA backend with M2CPP_CUDA_OPTIONS (scripts/gpu_check.sh sets sync=on
 // to name a failing op) and then `variant`.
-inline BackendCase cuda_case(std::string name, void (*variant)(cuda::CudaOptions&)) {
-  BackendCase c{std::move(name), false, [] { return cuda_device_count() > 0; }, [variant]() -> std::unique_ptr<Backend> {
+inline BackendCase cuda_case(std::string name, void (*variant)(cuda::CudaOptions&), bool exact = false) {
+  BackendCase c{std::move(name), exact, [] { return cuda_device_count() > 0; }, [variant]() -> std::unique_ptr<Backend> {
                   auto o = cuda::CudaOptions::parse("");
                   if (!o.ok()) return nullptr;
                   cuda::CudaOptions v = *o;
@@ -46,7 +47,7 @@ inline BackendCase cuda_case(std::string name, void (*variant)(cuda::CudaOptions
                 }};
   cuda::CudaOptions v;
   if (variant) variant(v);
-  const bool tc = v.tc_attention;
+  const bool tc = v.tc_attention && !v.batch_invariant;  // batch-invariant: the fp32 general kernel
   c.bf16_prefill_attention = [tc](DType dt, int hd) { return tc && cuda::attention_prefill_supports(dt, hd); };
   return c;
 }
@@ -58,6 +59,7 @@ inline std::vector<BackendCase> backend_cases() {
   v.push_back({"cpu", true, [] { return true; }, [] { return make_cpu_backend(); }});
 #ifdef M2CPP_WITH_CUDA
   v.push_back(cuda_case("cuda", nullptr));
+  v.push_back(cuda_case("cuda_batch_invariant", [](cuda::CudaOptions& o) { o.batch_invariant = true; }, true));
 #endif
   return v;
 }

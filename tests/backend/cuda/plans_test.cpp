@@ -210,5 +210,55 @@ TEST(CudaPlan, StepPlanNamesEveryKernelOfAStep) {
   EXPECT_TRUE(has_line(cuda::describe_step_plan(m27(), {1, 8192, 8192, kF8}, mma, h200), "attention", "prefill_mma"));
 }
 
+// --batch-invariant: every op's kernel is a function of its weights alone,
+// the same at 1 token as at 8192, and attention's key splits fall at fixed
+// positions (so a sequence's rows do not depend on the step).
+TEST(CudaPlan, BatchInvariantKernelsDoNotDependOnTheStep) {
+  const cuda::DeviceCaps h200 = cuda::h200_caps();
+  CudaOptions o;
+  o.batch_invariant = true;
+  for (int64_t T : {1, 4, 16, 17, 64, 7121, 8192}) {
+    const cuda::MatmulPlan q = cuda::plan_matmul({T, 6144, 3072, kF8}, o, h200);
+    EXPECT_EQ(q.kernel, MatmulKernel::kFp8Own) << T;  // W8A8 even for one token; never cuBLASLt
+    EXPECT_TRUE(q.fp8_activations) << T;
+    EXPECT_EQ(q.own_rows, 0) << T;
+    EXPECT_EQ(kernel(T, 256, 256, kF8, o), MatmulKernel::kFp8Own) << T;
+    EXPECT_EQ(kernel(T, 200064, 3072, DType::kBF16, o), MatmulKernel::kGemv) << T;  // lm_head
+    EXPECT_EQ(kernel(T, 192, 96, kF8, o), MatmulKernel::kGemv) << T;   // off the 128 grid: the GEMV at every T
+    EXPECT_EQ(kernel(T, 64, 3, DType::kF32, o), MatmulKernel::kTiledSimt) << T;
+    EXPECT_EQ(cuda::plan_moe({T, 8, 3072, 1536, 256, kF8}, o, h200).kernel, MoeKernel::kGroupedFp8) << T;
+    EXPECT_EQ(cuda::plan_moe({T, 8, 3072, 1500, 256, kF8}, o, h200).kernel, MoeKernel::kGroupedSimt) << T;
+    EXPECT_EQ(cuda::plan_route(T, 256, 3072, DType::kF32, o), cuda::RouteKernel::kFused) << T;
+  }
+  CudaOptions off = o;
+  off.fp8_gemm = cuda::Fp8GemmMode::kOff;  // fp32 activations everywhere, still one kernel per weight
+  for (int64_t T : {1, 64}) EXPECT_EQ(kernel(T, 6144, 3072, kF8, off), MatmulKernel::kGemv) << T;
+
+  using cuda::attention_splits_invariant;
+  EXPECT_EQ(attention_splits_invariant(1).splits, 1);
+  EXPECT_EQ(attention_splits_invariant(512).splits, 1);
+  EXPECT_EQ(attention_splits_invariant(513).splits, 2);
+  EXPECT_EQ(attention_splits_invariant(200000).split_keys, cuda::kInvariantSplitKeys);
+  EXPECT_EQ(cuda::kInvariantSplitKeys % 128, 0);  // whole rounds of the general kernel's 4 warps x 32 keys
+  // Items per launch: their partials within the budget, at least one.
+  const int splits = attention_splits_invariant(196608).splits;
+  const int64_t per = cuda::attention_invariant_items_per_launch(8, 128, splits);
+  EXPECT_LE(per * sizeof(float) * cuda::attention_partial_floats(1, 8, 128, splits), cuda::kInvariantPartialBytes);
+  EXPECT_GE(per, 1);
+
+  const std::string d1 = cuda::describe_step_plan(m27(), {1, 1, 1024, kF8}, o, h200);
+  EXPECT_TRUE(has_line(d1, "attention", "1 seq on attention_simt (2 splits of 512 keys at fixed positions)")) << d1;
+  EXPECT_TRUE(has_line(d1, "q_proj", "fp8_own, x from the norm's FP8 copy")) << d1;
+  EXPECT_TRUE(has_line(d1, "moe", "grouped_fp8")) << d1;
+  EXPECT_TRUE(has_line(d1, "lm_head", "gemv")) << d1;
+  const std::string p = cuda::describe_step_plan(m27(), {1, 8192, 8192, kF8}, o, h200);
+  EXPECT_TRUE(has_line(p, "attention", "1 seq on attention_simt (16 splits of 512 keys")) << p;
+  EXPECT_FALSE(has_line(p, "o_proj", "x from attention's FP8 copy")) << p;
+  CudaOptions parsed;
+  ASSERT_TRUE(parsed.apply("batch_invariant=on", "--cuda-options").ok());
+  EXPECT_TRUE(parsed.batch_invariant);
+  EXPECT_NE(parsed.describe().find("batch_invariant=on"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace m2::test

@@ -23,6 +23,18 @@ AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, 
   return sp;
 }
 
+AttentionSplits attention_splits_invariant(int64_t max_keys) {
+  AttentionSplits sp;
+  sp.split_keys = kInvariantSplitKeys;
+  sp.splits = static_cast<int>(std::max<int64_t>(1, (max_keys + kInvariantSplitKeys - 1) / kInvariantSplitKeys));
+  return sp;
+}
+
+int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int splits) {
+  const size_t per_item = sizeof(float) * attention_partial_floats(1, kv_heads, head_dim, splits);
+  return std::max<int64_t>(1, static_cast<int64_t>(kInvariantPartialBytes / std::max<size_t>(per_item, 1)));
+}
+
 AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok) {
   if (prefill_ok && rows >= kPrefillMinRows) return AttnPath::kPrefill;
   if (decode_ok && rows == 1) return AttnPath::kDecode;
@@ -37,8 +49,8 @@ bool attention_decode_on_mma(DType dtype, int head_dim, int group, const Attenti
 
 std::string describe_attention_plan(const AttentionStepShape& s, const CudaOptions& o, const DeviceCaps& caps) {
   const int G = s.heads / s.kv_heads;
-  const bool prefill_ok = o.tc_attention && attention_prefill_supports(s.cache_dtype, s.head_dim);
-  const bool decode_ok = attention_decode_supports(s.cache_dtype, s.head_dim, G);
+  const bool prefill_ok = o.tc_attention && !o.batch_invariant && attention_prefill_supports(s.cache_dtype, s.head_dim);
+  const bool decode_ok = !o.batch_invariant && attention_decode_supports(s.cache_dtype, s.head_dim, G);
   int64_t n[3] = {0, 0, 0}, keys[3] = {0, 0, 0}, items = 0;
   for (size_t i = 0; i < s.rows.size(); ++i) {
     const int p = static_cast<int>(attention_path(s.rows[i], prefill_ok, decode_ok));
@@ -62,9 +74,11 @@ std::string describe_attention_plan(const AttentionStepShape& s, const CudaOptio
                     mma ? "decode_mma" : "decode_simt", sp.splits, sp.splits == 1 ? "" : "s", sp.split_keys));
   }
   if (n[2]) {
-    const AttentionSplits sp = attention_splits(items * s.kv_heads, keys[2], caps.num_sms, 128);
-    add(fmt::format("{} seq{} on attention_simt ({} split{})", n[2], n[2] == 1 ? "" : "s", sp.splits,
-                    sp.splits == 1 ? "" : "s"));
+    const AttentionSplits sp = o.batch_invariant ? attention_splits_invariant(keys[2])
+                                                 : attention_splits(items * s.kv_heads, keys[2], caps.num_sms, 128);
+    add(fmt::format("{} seq{} on attention_simt ({} split{}{})", n[2], n[2] == 1 ? "" : "s", sp.splits,
+                    sp.splits == 1 ? "" : "s",
+                    o.batch_invariant ? fmt::format(" of {} keys at fixed positions", sp.split_keys) : ""));
   }
   return out;
 }

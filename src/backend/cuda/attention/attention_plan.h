@@ -11,6 +11,11 @@
 //             the keys need no split or splits of >= 256 keys, else decode_simt
 //             (attention_decode.cu); keys split to fill the GPU (attention_splits)
 //   general   anything else: the SIMT kernel (attention.cu), keys split likewise
+//
+// batch_invariant: every row on the general kernel, its keys split at fixed
+// positions (multiples of kInvariantSplitKeys) whatever the step. A row's
+// result then depends on its own query and keys only: splits and tiles past
+// its keys, and rows sharing its work item, add exact zeros (attention.cu).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +37,15 @@ struct AttentionSplits {
 // Splits of `max_keys` keys over `blocks` (sequence, kv head) blocks: about
 // two blocks per SM when the blocks alone would leave the GPU idle.
 AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule);
+
+// Batch invariance: splits of kInvariantSplitKeys keys (a multiple of the
+// general kernel's 128-key round), as many as `max_keys` needs; work items
+// launched in groups whose split partials fit kInvariantPartialBytes.
+constexpr int kInvariantSplitKeys = 512;
+constexpr size_t kInvariantPartialBytes = size_t{256} << 20;
+AttentionSplits attention_splits_invariant(int64_t max_keys);
+// Items of one general-kernel launch under that budget (at least 1).
+int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int splits);
 
 enum class AttnPath { kPrefill, kDecode, kGeneral };
 // The kernel family of a sequence of `rows` rows in a step where the prefill

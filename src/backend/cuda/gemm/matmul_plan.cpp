@@ -41,11 +41,12 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
   const int64_t T = s.tokens, N = s.rows, K = s.cols;
   const Fp8GemmMode fp8 = fp8_gemm_mode_for(o.fp8_gemm, caps.features);
   const bool w_rows16 = K * static_cast<int64_t>(dtype_size(s.dtype)) % 16 == 0;  // gemv_compatible
-  if (s.dtype == DType::kF8E4M3 && fp8 != Fp8GemmMode::kOff && T >= kFp8GemmMinTokens && N % kFp8Block == 0 &&
-      K % kFp8Block == 0 && s.packed_scales && s.aligned) {
+  const bool invariant = o.batch_invariant;
+  if (s.dtype == DType::kF8E4M3 && fp8 != Fp8GemmMode::kOff && (T >= kFp8GemmMinTokens || invariant) &&
+      N % kFp8Block == 0 && K % kFp8Block == 0 && s.packed_scales && s.aligned) {
     p.fp8_activations = true;
     p.kernel = p.fallback = MatmulKernel::kFp8Own;
-    if (fp8 == Fp8GemmMode::kCublasLt && N >= Fp8Matmul::kLtMinDim && K >= Fp8Matmul::kLtMinDim) {
+    if (fp8 == Fp8GemmMode::kCublasLt && !invariant && N >= Fp8Matmul::kLtMinDim && K >= Fp8Matmul::kLtMinDim) {
       p.kernel = MatmulKernel::kFp8CublasLt;
       p.lt_rows = T - T % Fp8Matmul::kLtRowMultiple;
       p.own_rows = T - p.lt_rows;
@@ -54,10 +55,11 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
     p.scratch_bytes = p.own_rows ? align256(sizeof(float) * static_cast<size_t>(p.lt_rows * (K / 128))) : 0;
     return p;
   }
-  const bool gemv = s.aligned && w_rows16 && T <= kGemvMaxTokens && gemv_smem4(K, s.dtype) <= kGemvMaxSmem;
+  const bool gemv =
+      s.aligned && w_rows16 && (T <= kGemvMaxTokens || invariant) && gemv_smem4(K, s.dtype) <= kGemvMaxSmem;
   MatmulKernel simt = MatmulKernel::kTiledSimt;
   if (gemv) {
-    if (o.gemv_mma && s.dtype == DType::kF8E4M3 && K % kFp8Block == 0 && K * 4 <= kGemvMaxSmem) {
+    if (o.gemv_mma && !invariant && s.dtype == DType::kF8E4M3 && K % kFp8Block == 0 && K * 4 <= kGemvMaxSmem) {
       simt = MatmulKernel::kGemvMma;
       p.tokens_per_pass = 8;
     } else {
@@ -66,7 +68,7 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
     }
   }
   p.kernel = p.fallback = simt;
-  if (o.bf16_gemm && s.dtype == DType::kBF16 && T >= kBf16GemmMinTokens && K % 8 == 0 && s.aligned) {
+  if (o.bf16_gemm && !invariant && s.dtype == DType::kBF16 && T >= kBf16GemmMinTokens && K % 8 == 0 && s.aligned) {
     p.kernel = MatmulKernel::kBf16CublasLt;
     p.scratch_bytes = 2 * align256(sizeof(uint16_t) * static_cast<size_t>(T * K));
   }

@@ -13,6 +13,12 @@
 //                   the first lt_rows (a multiple of 16) rows on
 //                   cuBLASLt, the rest on fp8_own
 //   bf16_cublaslt   T >= 17, BF16 W, K % 8 == 0                      fp32 as bf16 hi + lo
+//
+// batch_invariant: the kernel is a function of W alone, the same for every T
+// (each of them computes a row from that row only, in a fixed order): FP8 W
+// in 128-multiples fp8_own (W8A8 even for one token), other weights the
+// GEMV (4 tokens a pass, any T) where it can read them, else tiled_simt;
+// never cuBLASLt (its algorithm, and so its sums, may change with T).
 #pragma once
 
 #include <cstdint>

@@ -149,7 +149,7 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
   const int64_t H = x.hidden, I = x.intermediate, E = x.num_experts, P = a.T * a.top_k;
   size_t total = 0;
   const Scratch s = carve(a.scratch, a.T, a.top_k, H, I, E, a.use_cutlass, &total);
-  if (P <= kMoeDecodePairs) return launch_moe_decode(a, s.u, s.y, stream);
+  if (P <= kMoeDecodePairs && !a.always_grouped) return launch_moe_decode(a, s.u, s.y, stream);
   const size_t row_h = staged_row_float4<WT>(H, kWarp) * sizeof(float4);
   const size_t row_i = staged_row_float4<WT>(I, kWarp) * sizeof(float4);
   cudaError_t e = cudaSuccess;
@@ -199,7 +199,7 @@ cudaError_t moe_quantize_x(MoeArgs& a, uint8_t* x8, float* sx, cudaStream_t stre
 }
 
 bool moe_reads_x8(const MoeArgs& a) {
-  return a.T * a.top_k > kMoeDecodePairs && a.fp8_tensor_cores && moe_fp8_supported(a.experts);
+  return (a.T * a.top_k > kMoeDecodePairs || a.always_grouped) && a.fp8_tensor_cores && moe_fp8_supported(a.experts);
 }
 
 size_t moe_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate, int64_t num_experts,

@@ -44,6 +44,9 @@ struct MoeArgs {
   // moe_decode_counter_count() zeros, which the kernel leaves zero.
   bool wgmma_decode = false;
   unsigned* counters = nullptr;
+  // The grouped path even at <= kMoeDecodePairs pairs (the plan's choice
+  // under batch invariance: moe_plan.h).
+  bool always_grouped = false;
   // x's FP8 copy written by its producer (Fp8Out's layout: codes [T, H],
   // scales [H / 128, T]), or null: the FP8 paths quantise x into their
   // scratch themselves.

@@ -14,7 +14,7 @@ MoePlan choose_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& ca
   MoePlan p;
   const int64_t pairs = s.tokens * s.top_k;
   const bool fp8_tiles = s.dtype == DType::kF8E4M3 && s.hidden % kFp8Block == 0 && s.intermediate % kFp8Block == 0;
-  if (pairs <= kMoeDecodePairs) {
+  if (pairs <= kMoeDecodePairs && !o.batch_invariant) {
     // The wgmma down pass stages 20 bytes + a scale per 128 of I a block (moe_decode_wgmma.cu).
     const int64_t down_smem = 20 * s.intermediate + (s.intermediate / kFp8Block) * 4;
     const bool wgmma = caps.features.wgmma && o.moe_decode_wgmma && fp8_tiles && down_smem <= 200 * 1024 &&
@@ -30,7 +30,8 @@ MoePlan choose_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& ca
     return p;
   }
   p.fp8_activations = true;
-  p.kernel = caps.features.cutlass_moe && o.moe_cutlass ? MoeKernel::kGroupedCutlass : MoeKernel::kGroupedFp8;
+  p.kernel = caps.features.cutlass_moe && o.moe_cutlass && !o.batch_invariant ? MoeKernel::kGroupedCutlass
+                                                                                : MoeKernel::kGroupedFp8;
   p.tile_pairs = p.kernel == MoeKernel::kGroupedFp8 ? kFp8MoeTilePairs : 0;
   return p;
 }
@@ -62,7 +63,7 @@ std::string MoePlan::describe() const {
 }
 
 RouteKernel plan_route(int64_t tokens, int64_t experts, int64_t hidden, DType gate_dtype, const CudaOptions& o) {
-  const bool gemm = o.route_gemm && gate_dtype == DType::kF32 && tokens >= kRouteGemmMinTokens && experts > 0 &&
+  const bool gemm = o.route_gemm && !o.batch_invariant && gate_dtype == DType::kF32 && tokens >= kRouteGemmMinTokens && experts > 0 &&
                     experts % 4 == 0 && hidden % 4 == 0;
   return gemm ? RouteKernel::kGemm : RouteKernel::kFused;
 }

@@ -15,10 +15,16 @@
 //   grouped_cutlass  as grouped_fp8 on CUTLASS's grouped GEMMs, one     e4m3 per token per 128
 //                    group per expert (moe_cutlass.cu; sm_90, CUTLASS build)
 //
+//   batch_invariant: the grouped kernels for every P (grouped_fp8 where
+//   tensor cores take the experts, not CUTLASS, else grouped_simt): each pair's
+//   result depends on its own row only, and each token's k results are summed in
+//   slot order, so a token's output does not depend on the step.
+//
 //   router           when
 //   route_fused      T < 17: one kernel (logits, top-k, weights)
 //   route_gemm       T >= 17, fp32 gate: the logits as one cuBLASLt fp32 GEMM, then the
-//                    selection kernel (the fused kernel without a cuBLASLt algorithm)
+//                    selection kernel (the fused kernel without a cuBLASLt algorithm);
+//                    never with batch_invariant
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@ struct RouteArgs {
   DType bias_dtype = DType::kF32;
   int top_k = 0;
   float scaling = 1.0f;
-  float* logits = nullptr;        // scratch [T, E]
+  float* logits = nullptr;        // [T, E]: written (both kernels), read by route_forced after
   unsigned* counters = nullptr;   // scratch [ceil(T / 4)], zero (the kernel leaves them zero)
   int32_t* expert_ids = nullptr;  // [T, top_k]
   float* weights = nullptr;       // [T, top_k]
@@ -34,9 +34,10 @@ int64_t route_counter_count(int64_t T);
 // ---- route_forced.cu ----------------------------------------------------------
 // Routing replay: each token t whose forced[t * top_k] >= 0 gets experts
 // forced[t, :] (distinct, < E: checked by the model) weighted by
-// sigmoid(logits[t, e]) renormalised over them, times `scaling` (double, as
-// the CPU backend); other tokens keep what launch_route wrote. logits
-// [T, E] fp32; top_k <= 16.
+// sigmoid(logits[t, e]) renormalised over them, times `scaling` (the
+// router's own arithmetic and the CPU backend's); other tokens keep what
+// launch_route wrote. logits [T, E] fp32, as launch_route or the GEMM wrote
+// them; top_k <= 16.
 cudaError_t launch_route_forced(const float* logits, int64_t T, int64_t E, const int32_t* forced, int top_k,
                                 float scaling, int32_t* expert_ids, float* weights, cudaStream_t stream);
 

@@ -1,7 +1,8 @@
 // Routing replay (Backend::route_forced): tokens whose experts are given
 // take them, weighted by their unbiased sigmoid scores renormalised over the
-// given set, times the scaling (as the CPU backend: sigmoid and sum in
-// double, the sum in the given order). One thread per token; top_k <= 16.
+// given set, times the scaling (as the CPU backend and the router's own
+// selection, route.cu: each sigmoid in double rounded to float, their sum in
+// double in the given order). One thread per token; top_k <= 16.
 #include "backend/cuda/moe/route.h"
 
 namespace m2::cuda {
@@ -15,10 +16,10 @@ __global__ void route_forced_kernel(const float* logits, int64_t T, int64_t E, c
   if (t >= T) return;
   const int32_t* ids = forced + t * top_k;
   if (ids[0] < 0) return;  // routed by the router (route() wrote it)
-  double score[kMaxForcedTopK];
+  float score[kMaxForcedTopK];
   double sum = 0;
   for (int j = 0; j < top_k; ++j) {
-    score[j] = 1.0 / (1.0 + exp(-static_cast<double>(logits[t * E + ids[j]])));
+    score[j] = static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(logits[t * E + ids[j]]))));
     sum += score[j];
   }
   for (int j = 0; j < top_k; ++j) {

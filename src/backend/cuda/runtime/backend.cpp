@@ -322,8 +322,8 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
   auto timer = timed([&] { return fmt::format("attention T={} ({} seqs)", q.rows, seqs.size()); });
   const KvCacheShape& s = cache.shape();
   const int G = num_heads / s.num_kv_heads;
-  const AttnMeta meta = upload_attention_meta(seqs, G, tc_attention_ && attention_prefill_supports(s.dtype, s.head_dim),
-                                              attention_decode_supports(s.dtype, s.head_dim, G));
+  const bool invariant = options_.batch_invariant;
+  const AttnMeta meta = upload_attention_meta(seqs, G, s.dtype, s.head_dim);
   // A recorded step is sized by the step's context bound, so that its key
   // splits serve every context up to it (splits past a sequence's keys are empty).
   AttentionArgs a;
@@ -384,16 +384,32 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
     });
   }
   if (meta.num_items == 0) return copy;
-  // At least 128 keys (a tile per warp) per split.
-  size_splits(a, a.num_items, std::max(meta.max_keys, context_bound_), 128);
+  // At least 128 keys (a tile per warp) per split; batch invariance: splits
+  // at fixed positions, the items launched in groups whose partials fit.
+  const int64_t max_keys = std::max(meta.max_keys, context_bound_);
+  int64_t per_launch = a.num_items;
+  if (invariant) {
+    const AttentionSplits sp = attention_splits_invariant(max_keys);
+    a.splits = sp.splits, a.split_keys = sp.split_keys;
+    if (a.splits > 1) per_launch = attention_invariant_items_per_launch(s.num_kv_heads, s.head_dim, a.splits);
+  } else {
+    size_splits(a, a.num_items, max_keys, 128);
+  }
   if (a.splits > 1)
     a.partials = static_cast<float*>(attn_partials_.reserve(
-        attention_partial_floats(a.num_items, s.num_kv_heads, s.head_dim, a.splits) * sizeof(float), stream_));
+        attention_partial_floats(std::min(a.num_items, per_launch), s.num_kv_heads, s.head_dim, a.splits) *
+            sizeof(float),
+        stream_));
   auto context = [&] {
     return fmt::format("attention of q {} over a {} cache (layer {}, {} sequences, {} kv heads x {}, group {}, {} splits)",
                        shape(q), dtype_name(s.dtype), layer, seqs.size(), s.num_kv_heads, s.head_dim, G, a.splits);
   };
-  check(launch_attention(a, stream_), "attention", context);
+  const AttnItem* items = a.items;
+  const int64_t num_items = a.num_items;
+  for (int64_t first = 0; first < num_items; first += per_launch) {
+    a.items = items + first, a.num_items = std::min(per_launch, num_items - first);
+    check(launch_attention(a, stream_), "attention", context);
+  }
   return copy;
 }
 
@@ -438,14 +454,10 @@ void CudaBackend::route_forced(Act x, const Weight& gate, const Weight& bias, in
   };
   const int64_t E = gate.shape[0];
   if (forced.size() != pairs) die(cudaErrorInvalidValue, "route_forced", context(), __FILE__, __LINE__);
-  // Every row's logits (the fused router keeps its own): the fp32 GEMV or tiled kernel.
-  const DeviceWeight g{static_cast<const uint8_t*>(device_view(gate, "route_forced")), nullptr, gate.dtype, E,
-                       gate.shape[1], 0};
-  auto* logits = static_cast<float*>(route_logits_.reserve(sizeof(float) * x.rows * E, stream_));
-  MatmulKernel kernel = plan_matmul(matmul_shape(x, g, Act{logits, x.rows, E}), options_, caps_).kernel;
-  if (kernel != MatmulKernel::kGemv && kernel != MatmulKernel::kGemvMma) kernel = MatmulKernel::kTiledSimt;
-  check(launch_matmul(kernel, x.data, x.rows, x.cols, g, single_out(logits, E, E), num_sms_, stream_),
-        "route_forced (logits)", context);
+  // Every row's logits as route() left them (both its kernels write them
+  // there): the forced weights come from the very logits the router's own
+  // would, so replaying a reported routing is bit-identical.
+  const auto* logits = static_cast<const float*>(route_logits_.reserve(sizeof(float) * x.rows * E, stream_));
   const auto* ids = static_cast<const int32_t*>(upload(forced_ids_, forced.data(), forced.size_bytes(), "forced ids"));
   check(launch_route_forced(logits, x.rows, E, ids, top_k, scaling, out.expert_ids, out.weights, stream_),
         "route_forced", context);
@@ -477,6 +489,7 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
   a.fp8_tensor_cores = plan.fp8_activations;
   a.use_cutlass = plan.kernel == MoeKernel::kGroupedCutlass;
   a.wgmma_decode = plan.kernel == MoeKernel::kDecodeWgmma;
+  a.always_grouped = plan.kernel != MoeKernel::kDecodeWgmma && plan.kernel != MoeKernel::kDecodeSimt;
   if (a.wgmma_decode)
     a.counters = static_cast<unsigned*>(moe_counters_.reserve(
         sizeof(unsigned) * moe_decode_counter_count(x.rows, a.experts.hidden), stream_, true));
@@ -496,8 +509,10 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
 
 Fp8Out CudaBackend::fp8_copy_for(const Act& out, ActCopy* handle) {
   // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
+  // Batch invariance: the FP8 paths run at every step size, so copies too.
   const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
-  if (!fp8_paths || !has_fp8_weights_ || out.rows < kFp8GemmMinTokens || out.cols % kFp8Block != 0 ||
+  const int64_t min_rows = options_.batch_invariant ? 1 : kFp8GemmMinTokens;
+  if (!fp8_paths || !has_fp8_weights_ || out.rows < min_rows || out.cols % kFp8Block != 0 ||
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
   return fp8_copy_.produce(out, handle, stream_);
@@ -508,8 +523,13 @@ void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys,
   a.splits = sp.splits, a.split_keys = sp.split_keys;
 }
 
-CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group,
-                                                        bool prefill_ok, bool decode_ok) {
+CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group, DType cache_dtype,
+                                                        int head_dim) {
+  // The kernels the sequences may take (attention_path); batch invariance:
+  // the general one for every row (attention_plan.h).
+  const bool invariant = options_.batch_invariant;
+  const bool prefill_ok = !invariant && tc_attention_ && attention_prefill_supports(cache_dtype, head_dim);
+  const bool decode_ok = !invariant && attention_decode_supports(cache_dtype, head_dim, group);
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
   // (general kernel), or of kPrefillVectors for the tensor-core prefill
   // kernel (sequences of >= kPrefillMinRows rows, caches it supports).

@@ -139,7 +139,7 @@ class CudaBackend final : public Backend {
     std::vector<AttnSeq> seqs;                   // host copies of the uploaded sequences (one per slice)
     std::vector<int32_t> prefill_seqs;           // those of the prefill items (indices into seqs)
   };
-  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, bool prefill_ok, bool decode_ok);
+  AttnMeta upload_attention_meta(std::span<const SeqSlice> seqs, int group, DType cache_dtype, int head_dim);
   // The prefill items' sequences (meta.prefill_seqs) by FlashInfer's kernel:
   // q to bf16, the kernel, o back to fp32 (and out8). `a` holds the caches
   // and the uploaded block tables; `seqs` the host block tables (FP8 pages).

@@ -70,8 +70,11 @@ Status CudaOptions::apply(std::string_view spec, std::string_view origin) {
       s = set_bool(&profile, key, value, origin);
     } else if (key == "pdl") {
       s = set_bool(&pdl, key, value, origin);
+    } else if (key == "batch_invariant") {
+      s = set_bool(&batch_invariant, key, value, origin);
     } else {
-      s = errorf("{}: unknown key '{}' (fp8_gemm, moe_cutlass, attn_prefill, tc_attention, graphs, sync, profile, pdl)",
+      s = errorf("{}: unknown key '{}' (fp8_gemm, moe_cutlass, attn_prefill, tc_attention, graphs, sync, profile, pdl, "
+                 "batch_invariant)",
                  origin, key);
     }
     if (!s.ok()) return s;
@@ -96,11 +99,13 @@ Result<CudaOptions> CudaOptions::parse(std::string_view flag) {
 std::string CudaOptions::describe() const {
   const char* split = split_decode == SplitDecode::kSimt ? "simt" : split_decode == SplitDecode::kMma ? "mma" : "auto";
   return fmt::format(
-      "fp8_gemm={},moe_cutlass={},attn_prefill={},tc_attention={},graphs={},sync={},profile={},pdl={}"
+      "fp8_gemm={},moe_cutlass={},attn_prefill={},tc_attention={},graphs={},sync={},profile={},pdl={},"
+      "batch_invariant={}"
       " (variants: fused_quant={},route_gemm={},bf16_gemm={},gemv_mma={},moe_decode_wgmma={},split_decode={})"
       "{}",
       fp8_gemm_mode_name(fp8_gemm), on_off(moe_cutlass), flashinfer_prefill ? "flashinfer" : "mma",
-      on_off(tc_attention), on_off(graphs), on_off(sync_each_op), on_off(profile), on_off(pdl), on_off(fused_quant),
+      on_off(tc_attention), on_off(graphs), on_off(sync_each_op), on_off(profile), on_off(pdl), on_off(batch_invariant),
+      on_off(fused_quant),
       on_off(route_gemm), on_off(bf16_gemm), on_off(gemv_mma), on_off(moe_decode_wgmma), split,
       cpu_moe_layers == 0 ? std::string()
                           : fmt::format(" (experts on the host: {} layers, CPU up to {} tokens, {} threads)",

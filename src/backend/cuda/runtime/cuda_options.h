@@ -21,6 +21,10 @@
 //                                     failing op; turns graphs off)
 //   profile = on | off                per-op GPU times printed at exit (turns graphs off)
 //   pdl = on | off                    early kernel starts (programmatic dependent launch)
+//   batch_invariant = on | off        one kernel per op whatever the step's size, attention
+//                                     keys split at fixed positions: a sequence's logits
+//                                     bit-identical alone, in any batch, at any chunking
+//                                     (also the flag --batch-invariant; docs/design.md)
 // The other fields select kernel variants for tests and benchmarks, which
 // set them in code (CudaOptions is the API, not the environment).
 #pragma once
@@ -54,6 +58,7 @@ struct CudaOptions {
   bool sync_each_op = false;
   bool profile = false;
   bool pdl = true;
+  bool batch_invariant = false;
   // Variants for tests and benchmarks.
   bool fused_quant = true;       // producers write the FP8 copy their FP8 readers take (fp8_act_copy.h)
   bool route_gemm = true;        // the router's logits of many tokens as one fp32 GEMM (route_gemm.h)

@@ -50,8 +50,7 @@ Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays&
   upload(ids_, step.tokens.data(), step.tokens.size_bytes(), "token ids");
   upload(positions_, step.positions.data(), step.positions.size_bytes(), "positions");
   upload(slots_, step.slots.data(), step.slots.size_bytes(), "slots");
-  const int group = step.num_heads / step.num_kv_heads;  // decode rows: no prefill items
-  upload_attention_meta(step.seqs, group, false, attention_decode_supports(step.kv_dtype, step.head_dim, group));
+  upload_attention_meta(step.seqs, step.num_heads / step.num_kv_heads, step.kv_dtype, step.head_dim);
 
   const uint64_t generation = memory_generation();
   auto it = graphs_.find(graph_key);

@@ -17,15 +17,15 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
                                const DeviceCaps& caps) {
   const int64_t T = s.sequences * s.rows, H = c.hidden_size;
   const DType lin = c.fp8 ? DType::kF8E4M3 : c.dtype;
-  std::string out = fmt::format("step: {} sequence{} x {} row{} = {} tokens, {} tokens of context, {} KV cache\n",
+  std::string out = fmt::format("step: {} sequence{} x {} row{} = {} tokens, {} tokens of context, {} KV cache{}\n",
                                 s.sequences, s.sequences == 1 ? "" : "s", s.rows, s.rows == 1 ? "" : "s", T,
-                                s.context, dtype_name(s.kv_dtype));
+                                s.context, dtype_name(s.kv_dtype), o.batch_invariant ? ", batch-invariant" : "");
   auto line = [&](const std::string& op, const std::string& kernel) { out += fmt::format("  {:<44} {}\n", op, kernel); };
   auto mm = [&](int64_t N, int64_t K, DType dt) { return plan_matmul({T, N, K, dt}, o, caps); };
   // A producer writes the FP8 copy of its [T, K] output when FP8 products
   // may read it (CudaBackend::fp8_copy_for).
   const bool copies = o.fused_quant && fp8_gemm_mode_for(o.fp8_gemm, caps.features) != Fp8GemmMode::kOff && c.fp8 &&
-                      T >= kFp8GemmMinTokens;
+                      (T >= kFp8GemmMinTokens || o.batch_invariant);
   auto copy_note = [&](int64_t K, bool read) {
     if (!copies || K % kFp8Block != 0) return std::string();
     return read ? std::string(" + its FP8 copy (read below)") : std::string(" + its FP8 copy (unread)");
@@ -51,7 +51,8 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
                                              c.num_key_value_heads},
                                             o, caps));
   const MatmulPlan op = mm(H, c.q_dim(), lin);
-  const bool prefill_only = s.rows >= 16 && o.tc_attention;  // the prefill kernel writes every row: and o's FP8 copy
+  // The prefill kernel writes every row: and o's FP8 copy (never under batch invariance: the general kernel).
+  const bool prefill_only = s.rows >= 16 && o.tc_attention && !o.batch_invariant;
   line(fmt::format("o_proj [{}, {}] {}", H, c.q_dim(), dtype_name(lin)),
        op.describe() + (op.fp8_activations && copies && prefill_only ? ", x from attention's FP8 copy" : ""));
   line("post_attention_layernorm (add_rms_norm)", "add_rms_norm" + copy_note(H, moe.fp8_activations));

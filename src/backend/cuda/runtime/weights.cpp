@@ -255,6 +255,9 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
     return errorf("the weights need {:.2f} GiB but CUDA device {} has {:.2f} of {:.2f} GiB free (fewer layers: "
                   "--num-layers; experts in host memory: --n-cpu-moe)",
                   total / 1073741824.0, device_, free_b / 1073741824.0, total_b / 1073741824.0);
+  if (host_total > 0 && options_.batch_invariant)  // the CPU's W8A32 experts for small steps, the GPU's W8A8 above
+    return errorf("--batch-invariant with experts in host memory (--cpu-moe, --n-cpu-moe) is not supported: a host "
+                  "layer's numerics change with the step's size (CPU up to --cpu-moe-max-tokens, GPU above)");
   if (host_total > 0) {
     const int64_t avail = host_available_bytes();
     constexpr int64_t kHostMargin = 4ll << 30;  // for the process, the page cache of the shards being read
