@@ -12,7 +12,8 @@
 //   - prefilled in chunks beside 63 other sequences' chunks of random sizes,
 //     the sequence first, in the middle or last of the step,
 //   - decoded in all-decode steps of 64 sequences (graphs again);
-// with an F32, BF16 and FP8 KV cache. No scratch may grow past its
+// with an F32 KV cache (the general kernel, keys split at fixed positions) and
+// BF16 and FP8 ones (the prefill kernel for every row). No scratch may grow past its
 // up-front size (the invariant attention's partials are planned for).
 #include <gtest/gtest.h>
 

@@ -246,14 +246,26 @@ TEST(CudaPlan, BatchInvariantKernelsDoNotDependOnTheStep) {
   EXPECT_LE(per * sizeof(float) * cuda::attention_partial_floats(1, 8, 128, splits), cuda::kInvariantPartialBytes);
   EXPECT_GE(per, 1);
 
+  // A decode row on the prefill kernel (an FP8 or BF16 cache of head_dim 128), never FlashInfer.
+  using cuda::AttnPath;
+  for (int64_t rows : {1, 15, 16, 8192}) {
+    EXPECT_EQ(cuda::attention_path(rows, true, true, true), AttnPath::kPrefill) << rows;
+    EXPECT_EQ(cuda::attention_path(rows, false, true, true), AttnPath::kGeneral) << rows;
+  }
   const std::string d1 = cuda::describe_step_plan(m27(), {1, 1, 1024, kF8}, o, h200);
-  EXPECT_TRUE(has_line(d1, "attention", "1 seq on attention_simt (2 splits of 512 keys at fixed positions)")) << d1;
+  EXPECT_TRUE(has_line(d1, "attention", "1 prefill seq on prefill_mma (every row count: batch-invariant)")) << d1;
   EXPECT_TRUE(has_line(d1, "q_proj", "fp8_own, x from the norm's FP8 copy")) << d1;
+  EXPECT_TRUE(has_line(d1, "o_proj", "x from attention's FP8 copy")) << d1;
   EXPECT_TRUE(has_line(d1, "moe", "grouped_fp8")) << d1;
   EXPECT_TRUE(has_line(d1, "lm_head", "gemv")) << d1;
   const std::string p = cuda::describe_step_plan(m27(), {1, 8192, 8192, kF8}, o, h200);
-  EXPECT_TRUE(has_line(p, "attention", "1 seq on attention_simt (16 splits of 512 keys")) << p;
-  EXPECT_FALSE(has_line(p, "o_proj", "x from attention's FP8 copy")) << p;
+  EXPECT_TRUE(has_line(p, "attention", "1 prefill seq on prefill_mma")) << p;
+  // An F32 cache (or tc_attention=off): the general kernel, its keys split at fixed positions.
+  const std::string f1 = cuda::describe_step_plan(m27(), {1, 1, 1024, DType::kF32}, o, h200);
+  EXPECT_TRUE(has_line(f1, "attention", "1 seq on attention_simt (2 splits of 512 keys at fixed positions)")) << f1;
+  const std::string f8k = cuda::describe_step_plan(m27(), {1, 8192, 8192, DType::kF32}, o, h200);
+  EXPECT_TRUE(has_line(f8k, "attention", "1 seq on attention_simt (16 splits of 512 keys")) << f8k;
+  EXPECT_FALSE(has_line(f8k, "o_proj", "x from attention's FP8 copy")) << f8k;
   CudaOptions parsed;
   ASSERT_TRUE(parsed.apply("batch_invariant=on", "--cuda-options").ok());
   EXPECT_TRUE(parsed.batch_invariant);

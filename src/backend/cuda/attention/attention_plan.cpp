@@ -35,7 +35,8 @@ int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int spl
   return std::max<int64_t>(1, static_cast<int64_t>(kInvariantPartialBytes / std::max<size_t>(per_item, 1)));
 }
 
-AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok) {
+AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok, bool invariant) {
+  if (invariant) return prefill_ok ? AttnPath::kPrefill : AttnPath::kGeneral;
   if (prefill_ok && rows >= kPrefillMinRows) return AttnPath::kPrefill;
   if (decode_ok && rows == 1) return AttnPath::kDecode;
   return AttnPath::kGeneral;
@@ -49,11 +50,11 @@ bool attention_decode_on_mma(DType dtype, int head_dim, int group, const Attenti
 
 std::string describe_attention_plan(const AttentionStepShape& s, const CudaOptions& o, const DeviceCaps& caps) {
   const int G = s.heads / s.kv_heads;
-  const bool prefill_ok = o.tc_attention && !o.batch_invariant && attention_prefill_supports(s.cache_dtype, s.head_dim);
-  const bool decode_ok = !o.batch_invariant && attention_decode_supports(s.cache_dtype, s.head_dim, G);
+  const bool prefill_ok = o.tc_attention && attention_prefill_supports(s.cache_dtype, s.head_dim);
+  const bool decode_ok = attention_decode_supports(s.cache_dtype, s.head_dim, G);
   int64_t n[3] = {0, 0, 0}, keys[3] = {0, 0, 0}, items = 0;
   for (size_t i = 0; i < s.rows.size(); ++i) {
-    const int p = static_cast<int>(attention_path(s.rows[i], prefill_ok, decode_ok));
+    const int p = static_cast<int>(attention_path(s.rows[i], prefill_ok, decode_ok, o.batch_invariant));
     ++n[p];
     keys[p] = std::max(keys[p], s.contexts[i]);
     if (p == static_cast<int>(AttnPath::kGeneral)) items += (s.rows[i] * G + kAttnVectors - 1) / kAttnVectors;
@@ -61,11 +62,12 @@ std::string describe_attention_plan(const AttentionStepShape& s, const CudaOptio
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   if (n[0]) {
-    const bool fi = o.flashinfer_prefill && caps.flashinfer_prefill && s.head_dim == kFlashInferHeadDim &&
+    const bool fi = o.flashinfer_prefill && !o.batch_invariant && caps.flashinfer_prefill && s.head_dim == kFlashInferHeadDim &&
                     (s.cache_dtype == DType::kBF16 || s.cache_dtype == DType::kF8E4M3);
-    add(fmt::format("{} prefill seq{} on {}", n[0], n[0] == 1 ? "" : "s",
+    add(fmt::format("{} prefill seq{} on {}{}", n[0], n[0] == 1 ? "" : "s",
                     fi ? (s.cache_dtype == DType::kF8E4M3 ? "flashinfer (FP8 pages copied to bf16)" : "flashinfer")
-                       : "prefill_mma"));
+                       : "prefill_mma",
+                    o.batch_invariant ? " (every row count: batch-invariant)" : ""));
   }
   if (n[1]) {
     const AttentionSplits sp = attention_splits(n[1] * s.kv_heads, keys[1], caps.num_sms, kDecodeTileKeys);

@@ -12,10 +12,14 @@
 //             (attention_decode.cu); keys split to fill the GPU (attention_splits)
 //   general   anything else: the SIMT kernel (attention.cu), keys split likewise
 //
-// batch_invariant: every row on the general kernel, its keys split at fixed
-// positions (multiples of kInvariantSplitKeys) whatever the step. A row's
-// result then depends on its own query and keys only: splits and tiles past
-// its keys, and rows sharing its work item, add exact zeros (attention.cu).
+// batch_invariant: every row, decode rows too, on one kernel whatever the
+// step: the prefill kernel where it takes the cache (tc_attention, BF16/FP8,
+// head_dim 128; never FlashInfer), else the general kernel with its keys
+// split at fixed positions (multiples of kInvariantSplitKeys). A row's result
+// then depends on its own query and keys only: tiles and splits past its keys,
+// and the rows sharing its work item, add exact zeros (attention_prefill.cu,
+// attention.cu). The prefill kernel has no key split: a long-context batch of
+// few rows runs on 8 blocks per sequence (docs/perf.md).
 #pragma once
 
 #include <cstdint>
@@ -49,8 +53,10 @@ int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int spl
 
 enum class AttnPath { kPrefill, kDecode, kGeneral };
 // The kernel family of a sequence of `rows` rows in a step where the prefill
-// and decode kernels take the cache (prefill_ok, decode_ok).
-AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok);
+// and decode kernels take the cache (prefill_ok, decode_ok); `invariant`:
+// one family for every row count (the prefill kernel if prefill_ok, else the
+// general one).
+AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok, bool invariant = false);
 // Whether a split decode step (or one without a split) runs on tensor cores.
 bool attention_decode_on_mma(DType dtype, int head_dim, int group, const AttentionSplits& sp, SplitDecode mode);
 

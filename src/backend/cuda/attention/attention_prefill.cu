@@ -20,7 +20,11 @@
 //   O += P V  (P from the S accumulators as bf16 A fragments, times the
 //              key's V scale for FP8; V fragments by ldmatrix.trans).
 // Tiles past a warp's last position are skipped; the mask is applied only to
-// tiles reaching past its first.
+// tiles reaching past its first. A row's result depends on its own query and
+// keys only (per-row softmax state; tiles past its position, computed for a
+// later row of its warp, add exact zeros), so any row count per sequence,
+// decode rows included, gives a row the same bits: the batch-invariant mode
+// runs every row here (attention_plan.h).
 //
 // FP8 codes are converted to bf16 in shared memory after they land (exact:
 // e4m3 -> f16 -> bf16 loses nothing) and the scales stay in fp32 on S and P,
@@ -111,6 +115,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(Attentio
     }
   auto off = [&](int mt, int r) { return row[mt][r] * q_ld + static_cast<int64_t>(head[mt][r]) * kHd; };
   const int warp_min_pos = pos_of(warp * 32), warp_max_pos = pos_of(warp * 32 + 31);
+  // Warps whose vectors are all padding (a short item: a decode row's 6
+  // vectors, under batch invariance) load tiles but compute nothing.
+  const bool active = warp * 32 < n_vec;
 
   // Q of the block's vectors, bf16, to shared memory (rows of kRowB bytes:
   // the 8 rows of an ldmatrix fall in distinct banks); padding vectors zero.
@@ -213,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(Attentio
       vt = dst + kTileB;
     }
     const int k0 = tile * kBN;
-    if (k0 <= warp_max_pos) {  // warp-uniform: some key of the tile is visible to one of its rows
+    if (active && k0 <= warp_max_pos) {  // warp-uniform: some key of the tile is visible to one of its rows
       // S = Q Kᵀ: s[mt][n] holds keys k0 + 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3) of row tile mt.
       float s[kMT][kBN / 8][4];
 #pragma unroll

@@ -348,7 +348,7 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
     // then also out's FP8 copy (a head of 128 = one quantisation group), for o_proj.
     if (meta.num_items == 0 && meta.num_decode_items == 0 && out.cols == int64_t{num_heads} * s.head_dim)
       p.out8 = fp8_copy_for(out, &copy);
-    if (flashinfer_prefill_ && (s.dtype == DType::kBF16 || s.dtype == DType::kF8E4M3) &&
+    if (flashinfer_prefill_ && !invariant && (s.dtype == DType::kBF16 || s.dtype == DType::kF8E4M3) &&
         s.head_dim == kFlashInferHeadDim && !capturing_) {
       attention_prefill_flashinfer(q, meta, seqs, p, num_heads, p.out8, out);
     } else {
@@ -526,10 +526,10 @@ void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys,
 CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlice> seqs, int group, DType cache_dtype,
                                                         int head_dim) {
   // The kernels the sequences may take (attention_path); batch invariance:
-  // the general one for every row (attention_plan.h).
+  // one for every row (attention_plan.h).
   const bool invariant = options_.batch_invariant;
-  const bool prefill_ok = !invariant && tc_attention_ && attention_prefill_supports(cache_dtype, head_dim);
-  const bool decode_ok = !invariant && attention_decode_supports(cache_dtype, head_dim, group);
+  const bool prefill_ok = tc_attention_ && attention_prefill_supports(cache_dtype, head_dim);
+  const bool decode_ok = attention_decode_supports(cache_dtype, head_dim, group);
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
   // (general kernel), or of kPrefillVectors for the tensor-core prefill
   // kernel (sequences of >= kPrefillMinRows rows, caches it supports).
@@ -542,7 +542,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
     seq_list.push_back({static_cast<int32_t>(sq.first_row), static_cast<int32_t>(sq.num_rows),
                         static_cast<int32_t>(sq.context_len), static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), sq.block_table.begin(), sq.block_table.end());
-    const AttnPath path = attention_path(sq.num_rows, prefill_ok, decode_ok);
+    const AttnPath path = attention_path(sq.num_rows, prefill_ok, decode_ok, invariant);
     if (path == AttnPath::kPrefill) {
       m.prefill_seqs.push_back(static_cast<int32_t>(i));
       // Last vectors first: causal, their blocks see the most keys, so they start first.

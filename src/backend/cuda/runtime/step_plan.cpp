@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/attention/attention_plan.h"
+#include "backend/cuda/attention/attention_prefill.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/matmul_plan.h"
 #include "backend/cuda/moe/moe_plan.h"
@@ -51,8 +52,9 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
                                              c.num_key_value_heads},
                                             o, caps));
   const MatmulPlan op = mm(H, c.q_dim(), lin);
-  // The prefill kernel writes every row: and o's FP8 copy (never under batch invariance: the general kernel).
-  const bool prefill_only = s.rows >= 16 && o.tc_attention && !o.batch_invariant;
+  // The prefill kernel writes every row: and o's FP8 copy (batch invariance: every row there, for a BF16/FP8 cache of head_dim 128).
+  const bool prefill_only = o.tc_attention && (o.batch_invariant ? attention_prefill_supports(s.kv_dtype, c.head_dim)
+                                                                 : s.rows >= 16);
   line(fmt::format("o_proj [{}, {}] {}", H, c.q_dim(), dtype_name(lin)),
        op.describe() + (op.fp8_activations && copies && prefill_only ? ", x from attention's FP8 copy" : ""));
   line("post_attention_layernorm (add_rms_norm)", "add_rms_norm" + copy_note(H, moe.fp8_activations));
