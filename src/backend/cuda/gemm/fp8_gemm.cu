@@ -1,7 +1,9 @@
 // Per-token-group activation quantisation and the dense FP8 block-scaled
 // GEMM on mma.sync (fp8_mma.cuh): 128 x 128 output tiles, 8 warps of 64 x 32,
 // 4 pipeline stages of one 128-wide k-block each (133 KB of shared memory,
-// one block per SM).
+// one block per SM); steps of up to 16 rows 16 x 32 tiles of one warp.
+#include <algorithm>
+
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/fp8_mma.cuh"
 
@@ -24,14 +26,20 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const float
 }
 
 using DenseTile = Fp8Tile<128, 1, 2, 4>;
+// Up to kFewRows rows (decode-size steps: the batch-invariant mode's, the
+// remainder rows beside cuBLASLt): 16 x 32 tiles of one warp, so that the
+// product runs on N / 32 blocks instead of N / 128 (k_proj: 32, not 8), with
+// the same bits per element (Fp8Tile).
+using FewRowsTile = Fp8Tile<16, 1, 1, 4, 32>;
+constexpr int64_t kFewRows = 16;
 
-// grid (N / 128, ceil(T / 128)); row t's scale of k-block kb at s[kb * s_ld + t].
-__global__ void __launch_bounds__(DenseTile::kThreads, 1)
+// grid (N / BN, ceil(T / BM)); row t's scale of k-block kb at s[kb * s_ld + t].
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads)
     fp8_gemm_kernel(const uint8_t* __restrict__ q, const float* __restrict__ s, int64_t s_ld, int64_t T,
                     DeviceWeight w, float* __restrict__ y, int64_t ldy) {
-  using Cfg = DenseTile;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 128, m0 = static_cast<int64_t>(blockIdx.y) * Cfg::BM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * Cfg::BN, m0 = static_cast<int64_t>(blockIdx.y) * Cfg::BM;
   const int64_t K = w.cols;
   const int tid = threadIdx.x;
   const uint8_t* a_src[Cfg::kALoads];
@@ -64,6 +72,16 @@ __global__ void __launch_bounds__(DenseTile::kThreads, 1)
     }
 }
 
+template <class Cfg>
+cudaError_t launch_tiles(const uint8_t* q, const float* s, int64_t s_ld, int64_t T, const DeviceWeight& w, float* y,
+                         int64_t ldy, cudaStream_t stream) {
+  const cudaError_t e = allow_dynamic_smem(fp8_gemm_kernel<Cfg>, Cfg::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(w.rows / Cfg::BN), static_cast<unsigned>(ceil_div(T, Cfg::BM)));
+  fp8_gemm_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(q, s, s_ld, T, w, y, ldy);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 bool fp8_gemm_supported(const DeviceWeight& w) {
@@ -72,7 +90,7 @@ bool fp8_gemm_supported(const DeviceWeight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
 }
 
-size_t fp8_gemm_smem_bytes() { return DenseTile::kSmemBytes; }
+size_t fp8_gemm_smem_bytes() { return std::max(DenseTile::kSmemBytes, FewRowsTile::kSmemBytes); }
 
 cudaError_t launch_quantize_fp8(const float* x, int64_t T, int64_t K, int64_t ldx, uint8_t* q, float* s,
                                 cudaStream_t stream) {
@@ -93,11 +111,8 @@ cudaError_t launch_fp8_gemm(const uint8_t* q, const float* s, int64_t T, const D
       reinterpret_cast<uintptr_t>(q) % 16 != 0 || ceil_div(T, DenseTile::BM) > 65535)
     return cudaErrorInvalidValue;
   if (T == 0) return cudaSuccess;
-  const cudaError_t e = allow_dynamic_smem(fp8_gemm_kernel, DenseTile::kSmemBytes);
-  if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(w.rows / 128), static_cast<unsigned>(ceil_div(T, DenseTile::BM)));
-  fp8_gemm_kernel<<<grid, DenseTile::kThreads, DenseTile::kSmemBytes, stream>>>(q, s, s_ld, T, w, y, ldy);
-  return cudaGetLastError();
+  return T <= kFewRows ? launch_tiles<FewRowsTile>(q, s, s_ld, T, w, y, ldy, stream)
+                       : launch_tiles<DenseTile>(q, s, s_ld, T, w, y, ldy, stream);
 }
 
 }  // namespace m2::cuda

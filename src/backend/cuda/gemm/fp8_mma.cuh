@@ -63,20 +63,24 @@ __device__ inline int swizzled(int row, int chunk) { return row * kKBlock + ((ch
 
 // ---- the tile loop -----------------------------------------------------------------
 
-// A block computes BM activation rows x 128 output columns. B holds SPLIT
-// groups of 128 weight rows (SPLIT = 2: the gate and up rows of the same 128
-// columns, for the SwiGLU epilogue). Warps: WARPS_M x 4; warp (wm, wn) owns
-// rows wm * WM .. + WM and, in every group, columns wn * 32 .. + 32.
-template <int BM_, int SPLIT_, int WARPS_M_, int STAGES_>
+// A block computes BM activation rows x BN output columns (BN 128, or 32 or
+// 64 within one 128-wide scale block: more blocks for products of few rows).
+// B holds SPLIT groups of BN weight rows (SPLIT = 2: the gate and up rows of
+// the same columns, for the SwiGLU epilogue). Warps: WARPS_M x BN / 32; warp
+// (wm, wn) owns rows wm * WM .. + WM and, in every group, columns wn * 32 ..
+// + 32. Every configuration computes an output element the same way (its
+// k-blocks in order, 4 k32 mma steps each folded with its scales), so the
+// tile shape does not change a result's bits.
+template <int BM_, int SPLIT_, int WARPS_M_, int STAGES_, int BN_ = 128>
 struct Fp8Tile {
-  static constexpr int BM = BM_, SPLIT = SPLIT_, WARPS_M = WARPS_M_, STAGES = STAGES_;
-  static constexpr int kWarpsN = 4;
+  static constexpr int BM = BM_, SPLIT = SPLIT_, WARPS_M = WARPS_M_, STAGES = STAGES_, BN = BN_;
+  static constexpr int kWarpsN = BN / 32;
   static constexpr int kThreads = WARPS_M * kWarpsN * kWarp;
-  static constexpr int kBRows = 128 * SPLIT;
+  static constexpr int kBRows = BN * SPLIT;
   static constexpr int kRows = BM + kBRows;  // smem rows per stage
   static constexpr int WM = BM / WARPS_M;
   static constexpr int MT = WM / 16;         // m16 tiles per warp
-  static constexpr int kColsPerWarp = 128 / kWarpsN;
+  static constexpr int kColsPerWarp = 32;
   static constexpr int NTG = kColsPerWarp / 8;  // n8 tiles per warp per group
   static constexpr int NT = NTG * SPLIT;
   static constexpr int kLoads = kRows * 8 / kThreads;  // 16-byte chunks per thread per stage
@@ -88,6 +92,7 @@ struct Fp8Tile {
   static_assert(kRows * 8 % kThreads == 0 && BM * 8 % kThreads == 0, "loader: whole rows per pass");
   static_assert(BM <= kThreads && BM + SPLIT <= kThreads, "scale loader: one scale per thread");
   static_assert(kStageBytes % 16 == 0, "stage alignment");
+  static_assert(BN % 32 == 0 && 128 % BN == 0, "a block's columns within one scale block");
 };
 
 // The accumulators of one warp: acc[i][j][r] is (row, column) =
@@ -171,7 +176,7 @@ __device__ void fp8_tile_loop(uint8_t* smem, int num_kb, const uint8_t* const (&
       uint32_t b[Cfg::NT][2];
 #pragma unroll
       for (int j = 0; j < Cfg::NT; j += 2) {
-        const int r = Cfg::BM + (j / Cfg::NTG) * 128 + wn * Cfg::kColsPerWarp + (j % Cfg::NTG) * 8 + (q >> 1) * 8 + lr;
+        const int r = Cfg::BM + (j / Cfg::NTG) * Cfg::BN + wn * Cfg::kColsPerWarp + (j % Cfg::NTG) * 8 + (q >> 1) * 8 + lr;
         uint32_t v[4];
         ldmatrix_x4(v, smem_addr(st + swizzled(r, ks * 2 + (q & 1))));
         b[j][0] = v[0], b[j][1] = v[1], b[j + 1][0] = v[2], b[j + 1][1] = v[3];
