@@ -106,7 +106,9 @@ TEST(CudaPlan, MoeByPairs) {
   no_cutlass.moe_cutlass = false;
   const cuda::MoePlan own = cuda::plan_moe({9, 8, 3072, 1536, 256, kF8}, no_cutlass, h200);
   EXPECT_EQ(own.kernel, MoeKernel::kGroupedFp8);
-  EXPECT_EQ(own.tile_pairs, 64);
+  EXPECT_EQ(own.tile_pairs, 16);  // 72 pairs over 256 experts: tiles of 16 (at most 8 pairs an expert on average)
+  EXPECT_EQ(cuda::plan_moe({256, 8, 3072, 1536, 256, kF8}, no_cutlass, h200).tile_pairs, 16);
+  EXPECT_EQ(cuda::plan_moe({257, 8, 3072, 1536, 256, kF8}, no_cutlass, h200).tile_pairs, 64);
   CudaOptions stream;
   stream.moe_decode_wgmma = false;
   EXPECT_EQ(cuda::plan_moe({1, 8, 3072, 1536, 256, kF8}, stream, h200).kernel, MoeKernel::kDecodeSimt);

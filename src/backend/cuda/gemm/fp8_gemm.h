@@ -31,8 +31,14 @@ struct MatmulPlan;  // matmul_plan.h
 // GEMV of matmul.cu, which streams W once at memory speed).
 constexpr int64_t kFp8GemmMinTokens = 17;
 // Pairs per tile of the grouped FP8 MoE (rows of one expert sharing a pass
-// over its weights).
+// over its weights): 64, or 16 when the step has few pairs per expert (at
+// most 8 on average: decode-size steps, where a tile of 64 rows would be
+// mostly empty). Both tile shapes give a pair the same bits (fp8_mma.cuh).
 constexpr int kFp8MoeTilePairs = 64;
+constexpr int kFp8MoeFewTilePairs = 16;
+inline int fp8_moe_tile_pairs(int64_t pairs, int64_t experts) {
+  return pairs <= 8 * experts ? kFp8MoeFewTilePairs : kFp8MoeTilePairs;
+}
 
 
 // q[t, k] = e4m3(x[t, k] / s[k / 128, t]), s[kb, t] = amax over the 128
@@ -110,8 +116,8 @@ bool moe_fp8_supported(const DeviceExperts& x);
 size_t moe_fp8_smem_bytes();
 size_t moe_fp8_scratch_bytes(int64_t T, int top_k, int64_t hidden, int64_t intermediate);
 // The pairs grouped by expert (moe.cu's grouping: sorted[] pair indices,
-// tiles {expert, first, count} of at most kFp8MoeTilePairs pairs, *num_tiles
-// of at most max_tiles): y[p, :] = W2_e(silu(W1_e x_t) ⊙ W3_e x_t) for every
+// tiles {expert, first, count} of at most tile_pairs pairs (one of the two
+// above), *num_tiles of at most max_tiles): y[p, :] = W2_e(silu(W1_e x_t) ⊙ W3_e x_t) for every
 // pair p = t * top_k + j, e its expert, x_t and the SwiGLU output u
 // quantised per 128 channels (u by the up kernel's epilogue).
 struct MoeFp8Groups {
@@ -119,6 +125,7 @@ struct MoeFp8Groups {
   const int4* tiles = nullptr;
   const int* num_tiles = nullptr;
   int64_t max_tiles = 0;
+  int tile_pairs = kFp8MoeTilePairs;
 };
 cudaError_t launch_moe_fp8_experts(const MoeArgs& a, const MoeFp8Groups& groups, void* scratch, float* y,
                                    cudaStream_t stream);

@@ -167,15 +167,15 @@ cudaError_t launch_typed(const MoeArgs& a, cudaStream_t stream) {
     return launch_moe_cutlass(a, MoeCutlassIo{s.sorted, f.x8, f.sx, f.u8, f.su, s.u, s.y}, s.cutlass, stream);
   }
 #endif
-  const int tile_pairs = tensor_cores ? kFp8MoeTilePairs : kTileTokens;
+  const int tile_pairs = tensor_cores ? fp8_moe_tile_pairs(P, E) : kTileTokens;
   const unsigned tiles = static_cast<unsigned>(moe_group_max_tiles(P, E, tile_pairs));
   if ((e = launch_moe_group({a.expert_ids, P, static_cast<int>(E), tile_pairs, s.sorted, s.tiles, s.num_tiles, nullptr,
                              nullptr, s.group},
                             stream)) != cudaSuccess)
     return e;
   if (tensor_cores) {
-    if ((e = launch_moe_fp8_experts(a, MoeFp8Groups{s.sorted, s.tiles, s.num_tiles, tiles}, s.fp8, s.y, stream)) !=
-        cudaSuccess)
+    const MoeFp8Groups groups{s.sorted, s.tiles, s.num_tiles, tiles, tile_pairs};
+    if ((e = launch_moe_fp8_experts(a, groups, s.fp8, s.y, stream)) != cudaSuccess)
       return e;
     moe_combine_kernel<<<static_cast<unsigned>(a.T), kThreads, 0, stream>>>(a, s.y);
     return cudaGetLastError();

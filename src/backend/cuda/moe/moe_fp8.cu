@@ -21,6 +21,8 @@ namespace {
 
 using UpTile = Fp8Tile<kFp8MoeTilePairs, 2, 2, 4>;    // 165 KB of shared memory
 using DownTile = Fp8Tile<kFp8MoeTilePairs, 1, 2, 4>;  // 99 KB
+using FewUpTile = Fp8Tile<kFp8MoeFewTilePairs, 2, 1, 4>;    // 139 KB
+using FewDownTile = Fp8Tile<kFp8MoeFewTilePairs, 1, 1, 4>;  // 74 KB
 
 
 // The A side of a tile: rows r < count of the tile are `row_of(r)` of a
@@ -46,9 +48,9 @@ struct GatherA {
 };
 
 // grid (max tiles, I / 128); x quantised in a.x8, a.sx.
-__global__ void __launch_bounds__(UpTile::kThreads, 1)
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     moe_fp8_up_kernel(MoeArgs a, MoeFp8Groups gr, MoeFp8Scratch s) {
-  using Cfg = UpTile;
   extern __shared__ __align__(16) uint8_t smem[];
   if (static_cast<int>(blockIdx.x) >= *gr.num_tiles) return;
   const int4 tile = gr.tiles[blockIdx.x];
@@ -118,9 +120,9 @@ __global__ void __launch_bounds__(UpTile::kThreads, 1)
 }
 
 // grid (max tiles, H / 128): y[p] = W2_e u8[p] for the tile's pairs p.
-__global__ void __launch_bounds__(DownTile::kThreads, 1)
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     moe_fp8_down_kernel(MoeArgs a, MoeFp8Groups gr, MoeFp8Scratch s, float* __restrict__ y) {
-  using Cfg = DownTile;
   extern __shared__ __align__(16) uint8_t smem[];
   if (static_cast<int>(blockIdx.x) >= *gr.num_tiles) return;
   const int4 tile = gr.tiles[blockIdx.x];
@@ -168,6 +170,23 @@ MoeFp8Scratch carve(void* scratch, int64_t T, int top_k, int64_t H, int64_t I, s
   return s;
 }
 
+// q: a with x8, sx set (the up pass reads them).
+template <class Up, class Down>
+cudaError_t launch_tiles(const MoeArgs& q, const MoeArgs& a, const MoeFp8Groups& groups, const MoeFp8Scratch& s,
+                         float* y, cudaStream_t stream) {
+  static_assert(Up::BM == Down::BM, "one grouping serves both passes");
+  const DeviceExperts& x = a.experts;
+  cudaError_t e;
+  if ((e = allow_dynamic_smem(moe_fp8_up_kernel<Up>, Up::kSmemBytes)) != cudaSuccess) return e;
+  if ((e = allow_dynamic_smem(moe_fp8_down_kernel<Down>, Down::kSmemBytes)) != cudaSuccess) return e;
+  const unsigned tiles = static_cast<unsigned>(groups.max_tiles);
+  moe_fp8_up_kernel<Up><<<dim3(tiles, static_cast<unsigned>(x.intermediate / 128)), Up::kThreads, Up::kSmemBytes,
+                          stream>>>(q, groups, s);
+  moe_fp8_down_kernel<Down><<<dim3(tiles, static_cast<unsigned>(x.hidden / 128)), Down::kThreads, Down::kSmemBytes,
+                              stream>>>(a, groups, s, y);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 bool moe_fp8_supported(const DeviceExperts& x) {
@@ -177,7 +196,9 @@ bool moe_fp8_supported(const DeviceExperts& x) {
          reinterpret_cast<uintptr_t>(x.w3) % 16 == 0 && reinterpret_cast<uintptr_t>(x.w2) % 16 == 0;
 }
 
-size_t moe_fp8_smem_bytes() { return std::max(UpTile::kSmemBytes, DownTile::kSmemBytes); }
+size_t moe_fp8_smem_bytes() {
+  return std::max({UpTile::kSmemBytes, DownTile::kSmemBytes, FewUpTile::kSmemBytes, FewDownTile::kSmemBytes});
+}
 
 MoeFp8Scratch moe_fp8_carve(void* scratch, int64_t T, int top_k, int64_t hidden, int64_t intermediate) {
   return carve(scratch, T, top_k, hidden, intermediate, nullptr);
@@ -197,14 +218,9 @@ cudaError_t launch_moe_fp8_experts(const MoeArgs& a, const MoeFp8Groups& groups,
   MoeArgs q = a;  // with x8, sx set: the producer's, or ours in the scratch
   cudaError_t e = moe_quantize_x(q, s.x8, s.sx, stream);
   if (e != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(moe_fp8_up_kernel, UpTile::kSmemBytes)) != cudaSuccess) return e;
-  if ((e = allow_dynamic_smem(moe_fp8_down_kernel, DownTile::kSmemBytes)) != cudaSuccess) return e;
-  const unsigned tiles = static_cast<unsigned>(groups.max_tiles);
-  moe_fp8_up_kernel<<<dim3(tiles, static_cast<unsigned>(x.intermediate / 128)), UpTile::kThreads,
-                      UpTile::kSmemBytes, stream>>>(q, groups, s);
-  moe_fp8_down_kernel<<<dim3(tiles, static_cast<unsigned>(x.hidden / 128)), DownTile::kThreads,
-                        DownTile::kSmemBytes, stream>>>(a, groups, s, y);
-  return cudaGetLastError();
+  if (groups.tile_pairs == kFp8MoeFewTilePairs) return launch_tiles<FewUpTile, FewDownTile>(q, a, groups, s, y, stream);
+  if (groups.tile_pairs == kFp8MoeTilePairs) return launch_tiles<UpTile, DownTile>(q, a, groups, s, y, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace m2::cuda

@@ -32,7 +32,7 @@ MoePlan choose_moe(const MoeShape& s, const CudaOptions& o, const DeviceCaps& ca
   p.fp8_activations = true;
   p.kernel = caps.features.cutlass_moe && o.moe_cutlass && !o.batch_invariant ? MoeKernel::kGroupedCutlass
                                                                                 : MoeKernel::kGroupedFp8;
-  p.tile_pairs = p.kernel == MoeKernel::kGroupedFp8 ? kFp8MoeTilePairs : 0;
+  p.tile_pairs = p.kernel == MoeKernel::kGroupedFp8 ? fp8_moe_tile_pairs(pairs, s.experts) : 0;
   return p;
 }
 
