@@ -32,7 +32,11 @@ AttentionSplits attention_splits_invariant(int64_t max_keys) {
 
 int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int splits) {
   const size_t per_item = sizeof(float) * attention_partial_floats(1, kv_heads, head_dim, splits);
-  return std::max<int64_t>(1, static_cast<int64_t>(kInvariantPartialBytes / std::max<size_t>(per_item, 1)));
+  return std::max<int64_t>(1, static_cast<int64_t>(kInvariantPartialBytes / per_item));
+}
+
+bool attention_prefill_on(const CudaOptions& o, DType dtype, int head_dim) {
+  return o.tc_attention && attention_prefill_supports(dtype, head_dim);
 }
 
 AttnPath attention_path(int64_t rows, bool prefill_ok, bool decode_ok, bool invariant) {
@@ -50,7 +54,7 @@ bool attention_decode_on_mma(DType dtype, int head_dim, int group, const Attenti
 
 std::string describe_attention_plan(const AttentionStepShape& s, const CudaOptions& o, const DeviceCaps& caps) {
   const int G = s.heads / s.kv_heads;
-  const bool prefill_ok = o.tc_attention && attention_prefill_supports(s.cache_dtype, s.head_dim);
+  const bool prefill_ok = attention_prefill_on(o, s.cache_dtype, s.head_dim);
   const bool decode_ok = attention_decode_supports(s.cache_dtype, s.head_dim, G);
   int64_t n[3] = {0, 0, 0}, keys[3] = {0, 0, 0}, items = 0;
   for (size_t i = 0; i < s.rows.size(); ++i) {

@@ -51,6 +51,10 @@ AttentionSplits attention_splits_invariant(int64_t max_keys);
 // Items of one general-kernel launch under that budget (at least 1).
 int64_t attention_invariant_items_per_launch(int kv_heads, int head_dim, int splits);
 
+// Whether prefill chunks over a cache of `dtype` and `head_dim` may take the
+// tensor-core prefill kernel (tc_attention on, a cache it supports).
+bool attention_prefill_on(const CudaOptions& o, DType dtype, int head_dim);
+
 enum class AttnPath { kPrefill, kDecode, kGeneral };
 // The kernel family of a sequence of `rows` rows in a step where the prefill
 // and decode kernels take the cache (prefill_ok, decode_ok); `invariant`:

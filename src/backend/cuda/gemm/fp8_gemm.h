@@ -30,6 +30,9 @@ struct MatmulPlan;  // matmul_plan.h
 // Dense matmuls of at least this many tokens take the FP8 path (below: the
 // GEMV of matmul.cu, which streams W once at memory speed).
 constexpr int64_t kFp8GemmMinTokens = 17;
+// ... or from one token under batch invariance (the FP8 path at every step
+// size): the rule the dense plan and the producers' FP8 copies share.
+inline int64_t fp8_gemm_min_tokens(const CudaOptions& o) { return o.batch_invariant ? 1 : kFp8GemmMinTokens; }
 // Pairs per tile of the grouped FP8 MoE (rows of one expert sharing a pass
 // over its weights): 64, or 16 when the step has few pairs per expert (at
 // most 8 on average: decode-size steps, where a tile of 64 rows would be

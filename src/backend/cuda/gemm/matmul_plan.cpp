@@ -42,7 +42,7 @@ MatmulPlan plan_matmul(const MatmulShape& s, const CudaOptions& o, const DeviceC
   const Fp8GemmMode fp8 = fp8_gemm_mode_for(o.fp8_gemm, caps.features);
   const bool w_rows16 = K * static_cast<int64_t>(dtype_size(s.dtype)) % 16 == 0;  // gemv_compatible
   const bool invariant = o.batch_invariant;
-  if (s.dtype == DType::kF8E4M3 && fp8 != Fp8GemmMode::kOff && (T >= kFp8GemmMinTokens || invariant) &&
+  if (s.dtype == DType::kF8E4M3 && fp8 != Fp8GemmMode::kOff && T >= fp8_gemm_min_tokens(o) &&
       N % kFp8Block == 0 && K % kFp8Block == 0 && s.packed_scales && s.aligned) {
     p.fp8_activations = true;
     p.kernel = p.fallback = MatmulKernel::kFp8Own;

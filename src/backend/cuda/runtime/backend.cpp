@@ -509,10 +509,8 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
 
 Fp8Out CudaBackend::fp8_copy_for(const Act& out, ActCopy* handle) {
   // (The grouped FP8 MoE, too, runs only when the FP8 GEMM mode is not off.)
-  // Batch invariance: the FP8 paths run at every step size, so copies too.
   const bool fp8_paths = fp8_matmul_.mode() != Fp8GemmMode::kOff;
-  const int64_t min_rows = options_.batch_invariant ? 1 : kFp8GemmMinTokens;
-  if (!fp8_paths || !has_fp8_weights_ || out.rows < min_rows || out.cols % kFp8Block != 0 ||
+  if (!fp8_paths || !has_fp8_weights_ || out.rows < fp8_gemm_min_tokens(options_) || out.cols % kFp8Block != 0 ||
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
   return fp8_copy_.produce(out, handle, stream_);
@@ -528,7 +526,7 @@ CudaBackend::AttnMeta CudaBackend::upload_attention_meta(std::span<const SeqSlic
   // The kernels the sequences may take (attention_path); batch invariance:
   // one for every row (attention_plan.h).
   const bool invariant = options_.batch_invariant;
-  const bool prefill_ok = tc_attention_ && attention_prefill_supports(cache_dtype, head_dim);
+  const bool prefill_ok = attention_prefill_on(options_, cache_dtype, head_dim);
   const bool decode_ok = attention_decode_supports(cache_dtype, head_dim, group);
   // Work list: each sequence's (row, head-in-group) vectors in items of 8
   // (general kernel), or of kPrefillVectors for the tensor-core prefill

@@ -60,7 +60,7 @@ ScratchPlan plan_scratch(const ModelConfig& c, const StepLimits& l, const CudaOp
     if (g.splits > 1)
       p.attn_partials = std::max(p.attn_partials, sizeof(float) * attention_partial_floats(n, kvh, hd, g.splits));
   }
-  if (o.batch_invariant && kvh > 0 && !(o.tc_attention && attention_prefill_supports(l.cache.dtype, hd))) {
+  if (o.batch_invariant && kvh > 0 && !attention_prefill_on(o, l.cache.dtype, hd)) {
     // every row on the general kernel, splits at fixed positions
     const AttentionSplits g = attention_splits_invariant(keys);
     const int64_t items = std::min(ceil_div(T * G, kAttnVectors) + S, attention_invariant_items_per_launch(kvh, hd, g.splits));

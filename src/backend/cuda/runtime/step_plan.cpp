@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "backend/cuda/attention/attention_plan.h"
-#include "backend/cuda/attention/attention_prefill.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
 #include "backend/cuda/gemm/matmul_plan.h"
 #include "backend/cuda/moe/moe_plan.h"
@@ -26,7 +25,7 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
   // A producer writes the FP8 copy of its [T, K] output when FP8 products
   // may read it (CudaBackend::fp8_copy_for).
   const bool copies = o.fused_quant && fp8_gemm_mode_for(o.fp8_gemm, caps.features) != Fp8GemmMode::kOff && c.fp8 &&
-                      (T >= kFp8GemmMinTokens || o.batch_invariant);
+                      T >= fp8_gemm_min_tokens(o);
   auto copy_note = [&](int64_t K, bool read) {
     if (!copies || K % kFp8Block != 0) return std::string();
     return read ? std::string(" + its FP8 copy (read below)") : std::string(" + its FP8 copy (unread)");
@@ -53,8 +52,7 @@ std::string describe_step_plan(const ModelConfig& c, const StepShape& s, const C
                                             o, caps));
   const MatmulPlan op = mm(H, c.q_dim(), lin);
   // The prefill kernel writes every row: and o's FP8 copy (batch invariance: every row there, for a BF16/FP8 cache of head_dim 128).
-  const bool prefill_only = o.tc_attention && (o.batch_invariant ? attention_prefill_supports(s.kv_dtype, c.head_dim)
-                                                                 : s.rows >= 16);
+  const bool prefill_only = attention_prefill_on(o, s.kv_dtype, c.head_dim) && (o.batch_invariant || s.rows >= 16);
   line(fmt::format("o_proj [{}, {}] {}", H, c.q_dim(), dtype_name(lin)),
        op.describe() + (op.fp8_activations && copies && prefill_only ? ", x from attention's FP8 copy" : ""));
   line("post_attention_layernorm (add_rms_norm)", "add_rms_norm" + copy_note(H, moe.fp8_activations));
