@@ -9,7 +9,7 @@
 # Env: DRIVER=soak runs tools/gpu_soak.py (BENCH ARGS are its flags)
 # instead of bench serve; DRIVER=cmd runs BENCH ARGS as a shell command with
 # URL set to the server's; LAYERS (default 30), WRAP (a prefix for the server, e.g.
-# "compute-sanitizer --tool memcheck"), LABEL (bench serve's --label), SERVER_ENV ("VAR=v ..." for the
+# "compute-sanitizer --tool memcheck"), GLOBAL_ARGS (m2cpp's own before `serve`, e.g. -v), LABEL (bench serve's --label), SERVER_ENV ("VAR=v ..." for the
 # server only), BUILD (default build-gpu), TOKENIZER_DIR (default
 # .gpu_carry/m2-layout, carried). Logs: $OUT/NAME.serve.log, NAME.bench.txt;
 # one line "case NAME: server alive|died ..." is printed and appended to
@@ -33,7 +33,7 @@ cp "$TOKENIZER_DIR/tokenizer.json" "$TOKENIZER_DIR/tokenizer_config.json" "$MODE
 
 start=$SECONDS
 # shellcheck disable=SC2086
-env LD_LIBRARY_PATH="$LDP" ${SERVER_ENV:-} ${WRAP:-} "$BUILD/m2cpp" serve -m "$MODEL" --load-format dummy \
+env LD_LIBRARY_PATH="$LDP" ${SERVER_ENV:-} ${WRAP:-} "$BUILD/m2cpp" ${GLOBAL_ARGS:-} serve -m "$MODEL" --load-format dummy \
   --num-layers "$LAYERS" --device cuda --port "$PORT" --disable-access-log $SERVE_ARGS > "$OUT/$NAME.serve.log" 2>&1 &
 SERVER=$!
 ready=0

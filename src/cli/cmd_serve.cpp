@@ -212,6 +212,7 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   ec.scheduler.max_num_seqs = a.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.eos_ids = model_eos_ids(mo.model, model.config());
+  ec.record_decode_graphs = true;  // (as vLLM: graph memory spent at start-up, not as batch sizes arrive)
   auto engine = Engine::create(model, tokenizer->get(), ec);
   if (!engine.ok()) return fail(engine.status());
   EngineLoop loop(**engine, a.max_waiting,

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <random>
 
@@ -55,7 +56,16 @@ Result<std::unique_ptr<Engine>> Engine::create(MiniMaxM2& model, const text::Tok
                     num_blocks, kv / 1073741824.0, model.backend().name(), free / 1073741824.0,
                     scratch / 1073741824.0);
   }
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, num_blocks, max_model_len));
+  std::unique_ptr<Engine> engine(new Engine(model, tokenizer, config, num_blocks, max_model_len));
+  if (config.record_decode_graphs) {
+    const auto start = std::chrono::steady_clock::now();
+    M2_ASSIGN_OR_RETURN(const int64_t steps,
+                        model.record_decode_graphs(*engine->cache_, limits.max_seqs, max_model_len));
+    if (steps > 0)
+      log_info("decode graphs of 1-{} sequences recorded in {:.1f} s ({} steps)", limits.max_seqs,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
+  }
+  return engine;
 }
 
 Engine::Engine(MiniMaxM2& model, const text::Tokenizer* tokenizer, const EngineConfig& config, int64_t num_blocks,

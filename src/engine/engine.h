@@ -33,6 +33,9 @@ struct EngineConfig {
   int64_t max_model_len = 0;       // 0: the model's max_position_embeddings, capped by the pool
   SchedulerConfig scheduler;
   std::vector<int32_t> eos_ids;    // used when there is no tokenizer
+  // Record the decode graphs of every batch size before the first step
+  // (MiniMaxM2::record_decode_graphs; a server's start-up).
+  bool record_decode_graphs = false;
 };
 
 struct EngineStats {

@@ -221,12 +221,22 @@ class Backend {
   enum class GraphMode { kEager, kCapturing, kReplayed };
   // Called before the ops of every step with its arrays and, for a step that
   // may be recorded, a nonzero `graph_key` naming its shape (0: never
-  // record). Returns kReplayed (the ops recorded under the key were queued:
+  // record; the backend adds what its recording depends on in `step`, e.g.
+  // the context bound). Returns kReplayed (the ops recorded under the key were queued:
   // skip them), kCapturing (issue the ops, then end_graph) or kEager (issue
   // the ops; nothing is recorded).
   virtual GraphMode begin_step(uint64_t graph_key, const StepArrays& step) { return GraphMode::kEager; }
   // Ends a recording started by begin_step and queues the recorded ops.
   virtual void end_graph() {}
+  // The rows a decode step of `rows` sequences is padded to so that it runs
+  // from a recorded graph of one of a fixed set of sizes (vLLM's capture
+  // sizes), which bounds the graphs kept; `rows` itself: no padding. The
+  // model pads with copies of one of the step's rows whose logits nobody asks
+  // for and whose slot is -1: a backend that pads writes no KV for them.
+  virtual int64_t graph_rows(int64_t rows) const { return rows; }
+  // The most decode rows begin_step records (0: none; every step runs op by
+  // op); a backend that records writes no KV for a row of slot -1.
+  virtual int64_t max_graph_rows() const { return 0; }
 };
 
 // Checks of Backend::sample's arguments every backend makes.

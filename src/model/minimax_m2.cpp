@@ -108,7 +108,68 @@ Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
     bytes += static_cast<size_t>(R * part) * sizeof(float);
   }
   M2_ASSIGN_OR_RETURN(const size_t ops, backend_.reserve_scratch(c, limits));
+  reserved_ = limits;
   return bytes + ops;
+}
+
+Result<int64_t> MiniMaxM2::record_decode_graphs(KvCache& cache, int64_t max_seqs, int64_t max_context) {
+  if (group_ || comm_ || max_context < 1) return int64_t{0};
+  // The sizes steps of 1..max_seqs rows run at (pad_decode_step's rule),
+  // those the backend records.
+  std::vector<int64_t> sizes;
+  for (int64_t r = 1; r <= std::min(max_seqs, backend_.max_graph_rows()); ++r) {
+    const int64_t p = backend_.graph_rows(r);
+    const int64_t size = p > max_seqs || (reserved_.max_tokens > 0 && p > reserved_.max_tokens) ? r : p;
+    if (sizes.empty() || sizes.back() != size) sizes.push_back(size);
+  }
+  // Contexts: one key, and 16K keys (or the most allowed), where the
+  // backends' long-context decode kernels take over (graphs.cpp's classes).
+  const int bs = cache.shape().block_size;
+  const int64_t contexts[] = {1, std::min<int64_t>(max_context, 16384)};
+  int64_t steps = 0;
+  for (int64_t ctx : contexts) {
+    const std::vector<int32_t> table(static_cast<size_t>((ctx + bs - 1) / bs), 0);  // block 0, read only
+    for (int64_t n : sizes) {
+      StepInput in;
+      for (int64_t i = 0; i < n; ++i) {
+        in.tokens.push_back(0);
+        in.positions.push_back(static_cast<int32_t>(ctx - 1));
+        in.slots.push_back(-1);  // (no KV written)
+        in.seqs.push_back({i, 1, ctx, table});
+      }
+      // The first sighting of a shape runs eagerly, the second records it.
+      for (int k = 0; k < 2; ++k, ++steps) M2_RETURN_IF_ERROR(forward(in, cache, nullptr));
+    }
+    if (contexts[1] == 1) break;
+  }
+  return steps;
+}
+
+const StepInput& MiniMaxM2::pad_decode_step(const StepInput& in) {
+  const int64_t n = static_cast<int64_t>(in.tokens.size());
+  const int64_t rows = backend_.graph_rows(n);
+  // (beyond the reserved step the scratch would grow, retiring every graph)
+  if (rows <= n || (reserved_.max_tokens > 0 && (rows > reserved_.max_tokens || rows > reserved_.max_seqs)))
+    return in;
+  // The copies are of the row of the sequence with the least context: the
+  // same experts as that row (no more expert weights read) and the least
+  // attention work.
+  size_t t = 0;
+  for (size_t i = 1; i < in.seqs.size(); ++i)
+    if (in.seqs[i].context_len < in.seqs[t].context_len) t = i;
+  StepInput& p = padded_;
+  p.tokens.assign(in.tokens.begin(), in.tokens.end());
+  p.positions.assign(in.positions.begin(), in.positions.end());
+  p.slots.assign(in.slots.begin(), in.slots.end());
+  p.seqs.assign(in.seqs.begin(), in.seqs.end());
+  p.logit_rows.assign(in.logit_rows.begin(), in.logit_rows.end());
+  for (int64_t r = n; r < rows; ++r) {
+    p.tokens.push_back(in.tokens[t]);
+    p.positions.push_back(in.positions[t]);
+    p.slots.push_back(-1);  // no KV written
+    p.seqs.push_back({r, 1, in.seqs[t].context_len, in.seqs[t].block_table});
+  }
+  return p;
 }
 
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
@@ -160,18 +221,18 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
   return backend_.sample(*lg, rows, out);
 }
 
-Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
+Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
   const ModelConfig& c = config();
-  const int64_t T = static_cast<int64_t>(in.tokens.size());
-  if (T == 0) return errorf("forward: empty step");
-  if (in.positions.size() != in.tokens.size() || in.slots.size() != in.tokens.size())
-    return errorf("forward: {} tokens but {} positions and {} slots", T, in.positions.size(), in.slots.size());
-  for (int32_t id : in.tokens) {
+  const int64_t rows = static_cast<int64_t>(given.tokens.size());
+  if (rows == 0) return errorf("forward: empty step");
+  if (given.positions.size() != given.tokens.size() || given.slots.size() != given.tokens.size())
+    return errorf("forward: {} tokens but {} positions and {} slots", rows, given.positions.size(), given.slots.size());
+  for (int32_t id : given.tokens) {
     if (id < 0 || id >= c.vocab_size) return errorf("token id {} is outside the vocabulary [0, {})", id, c.vocab_size);
   }
   int64_t covered = 0, max_context = 0;
   bool decode = true;  // one row per sequence
-  for (const SeqSlice& s : in.seqs) {
+  for (const SeqSlice& s : given.seqs) {
     decode = decode && s.num_rows == 1;
     max_context = std::max(max_context, s.context_len);
     if (s.first_row != covered || s.num_rows <= 0 || s.context_len < s.num_rows ||
@@ -180,20 +241,20 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
                     s.num_rows, s.context_len, s.block_table.size());
     covered += s.num_rows;
   }
-  if (covered != T) return errorf("forward: sequences cover {} of {} rows", covered, T);
-  for (int64_t r : in.logit_rows) {
-    if (r < 0 || r >= T) return errorf("forward: logit row {} outside [0, {})", r, T);
+  if (covered != rows) return errorf("forward: sequences cover {} of {} rows", covered, rows);
+  for (int64_t r : given.logit_rows) {
+    if (r < 0 || r >= rows) return errorf("forward: logit row {} outside [0, {})", r, rows);
   }
   const int top_k = c.num_experts_per_tok;
-  const bool forced = !in.forced_experts.empty();
+  const bool forced = !given.forced_experts.empty();
   if (forced) {
-    if (static_cast<int64_t>(in.forced_experts.size()) != c.num_hidden_layers * T * top_k)
-      return errorf("forward: {} forced expert ids for {} layers x {} rows x top {}", in.forced_experts.size(),
-                    c.num_hidden_layers, T, top_k);
+    if (static_cast<int64_t>(given.forced_experts.size()) != c.num_hidden_layers * rows * top_k)
+      return errorf("forward: {} forced expert ids for {} layers x {} rows x top {}", given.forced_experts.size(),
+                    c.num_hidden_layers, rows, top_k);
     if (!backend_.supports_routing_replay())
       return errorf("routing replay is not implemented by the {} backend", backend_.name());
-    for (int64_t i = 0; i < T * c.num_hidden_layers; ++i) {
-      const int32_t* ids = in.forced_experts.data() + i * top_k;
+    for (int64_t i = 0; i < rows * c.num_hidden_layers; ++i) {
+      const int32_t* ids = given.forced_experts.data() + i * top_k;
       if (ids[0] < 0) continue;
       for (int j = 0; j < top_k; ++j) {
         if (ids[j] < 0 || ids[j] >= c.num_local_experts)
@@ -203,12 +264,18 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
       }
     }
   }
-  if (in.capture_routing) routing_host_.resize(static_cast<size_t>(c.num_hidden_layers * T * top_k));
+  if (given.capture_routing) routing_host_.resize(static_cast<size_t>(c.num_hidden_layers * rows * top_k));
   // A rank of a group: its q, k, v are its heads' slices; the shards meet in
   // the communicator (the same collectives, in the same order, on every rank).
   const bool tp = comm_ && comm_->size() > 1;
   if (tp && !backend_.supports_tensor_parallel())
     return errorf("the {} backend does not implement tensor parallelism", backend_.name());
+
+  // A decode step that may be recorded runs at the size the backend records
+  // it at: padded with copies of one of its rows (pad_decode_step).
+  const bool recordable = decode && !forced && !given.capture_routing && !tp;
+  const StepInput& in = recordable ? pad_decode_step(given) : given;
+  const int64_t T = static_cast<int64_t>(in.tokens.size());
 
   const int64_t H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -228,15 +295,16 @@ Result<Act> MiniMaxM2::run(const StepInput& in, KvCache& cache) {
   routing.weights = scratch(kRouteW, T, routing.top_k).data;
 
   Backend& b = backend_;
-  // A pure decode step is recorded once per batch size and context bucket
-  // and replayed; anything else runs op by op.
+  // A pure decode step may be recorded (its shape: its rows, and what the
+  // backend derives from the context bound) and replayed; anything else runs
+  // op by op.
   Backend::StepArrays arrays{in.tokens, in.positions, in.slots, in.seqs, c.num_attention_heads,
                              c.num_key_value_heads, max_context};
   arrays.head_dim = cache.shape().head_dim, arrays.kv_dtype = cache.shape().dtype;
   uint64_t graph_key = 0;  // none
-  if (decode && !forced && !in.capture_routing && !tp) {  // (a rank's collectives are not backend ops: never recorded)
+  if (recordable) {  // (a rank's collectives are not backend ops: never recorded)
     arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));
-    graph_key = static_cast<uint64_t>(T) << 40 | static_cast<uint64_t>(arrays.context_bound);
+    graph_key = static_cast<uint64_t>(T);
   }
   const Backend::GraphMode mode = b.begin_step(graph_key, arrays);
   if (mode != Backend::GraphMode::kReplayed) {

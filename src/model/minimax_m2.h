@@ -78,6 +78,15 @@ class MiniMaxM2 {
   // `limits`, before the KV cache is allocated. Returns the bytes reserved.
   Result<size_t> reserve(const StepLimits& limits);
 
+  // Records the decode-step graphs of every batch size up to `max_seqs`
+  // (as padded, Backend::graph_rows) at a short and a long context within
+  // `max_context`, as vLLM captures its graphs at start-up: a server's graph
+  // memory is then spent before its first request, not as new batch sizes
+  // arrive. The steps read `cache` (block 0, whatever it holds) and write
+  // nothing to it; no logits. Returns how many steps it ran (0: the backend
+  // records no graphs, or a group).
+  Result<int64_t> record_decode_graphs(KvCache& cache, int64_t max_seqs, int64_t max_context);
+
   // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host;
   // null: not copied, as a group's ranks other than 0 run it).
   Status forward(const StepInput& in, KvCache& cache, std::vector<float>* logits);
@@ -101,6 +110,11 @@ class MiniMaxM2 {
   // an empty Act).
   Result<Act> run(const StepInput& in, KvCache& cache);
   Act scratch(int index, int64_t rows, int64_t cols);
+  // A decode step `in` padded to Backend::graph_rows of its rows (within the
+  // reserved step limits): `in` itself when there is nothing to pad, else
+  // padded_, whose extra rows copy one of its rows, write no KV (slot -1)
+  // and give no logits.
+  const StepInput& pad_decode_step(const StepInput& in);
 
   const ModelWeights* weights_;
   Backend& backend_;
@@ -108,6 +122,8 @@ class MiniMaxM2 {
   std::unique_ptr<TensorParallelGroup> group_;  // driving a group: its ranks
   std::vector<int32_t> routing_host_;  // [layers, T, top_k] of the last capture
   std::vector<std::pair<std::shared_ptr<void>, size_t>> scratch_;  // grown on demand
+  StepLimits reserved_;  // the limits reserve() sized the scratch for (none: 0)
+  StepInput padded_;     // the last padded decode step (pad_decode_step)
 };
 
 }  // namespace m2

@@ -52,6 +52,10 @@ void* cuda_stream(Backend& cuda_backend);
 // 0 with CudaOptions::fused_quant off. Tests check that the fused path is taken.
 int64_t cuda_fp8_copies_used(Backend& cuda_backend);
 
+// How many decode-step graphs a CUDA backend has recorded so far (tests:
+// that start-up recording leaves none to record while serving).
+int64_t cuda_graphs_recorded(Backend& cuda_backend);
+
 // How many leading layers of the prepared model keep their experts in host
 // memory (--n-cpu-moe), and the threads that compute them.
 struct HostExpertInfo {

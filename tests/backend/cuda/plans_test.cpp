@@ -16,6 +16,7 @@
 #include "backend/cuda/moe/moe_plan.h"
 #include "backend/cuda/runtime/cuda_options.h"
 #include "backend/cuda/runtime/device_caps.h"
+#include "backend/cuda/runtime/graph_sizes.h"
 #include "backend/cuda/runtime/step_plan.h"
 #include "io/model_config.h"
 #include "util/status.h"
@@ -272,6 +273,48 @@ TEST(CudaPlan, BatchInvariantKernelsDoNotDependOnTheStep) {
   ASSERT_TRUE(parsed.apply("batch_invariant=on", "--cuda-options").ok());
   EXPECT_TRUE(parsed.batch_invariant);
   EXPECT_NE(parsed.describe().find("batch_invariant=on"), std::string::npos);
+}
+
+// A recorded decode step's splits depend on its blocks only (each sequence's
+// keys are divided among them in the kernel): never fewer than an eager
+// step's, the same for every context length.
+TEST(CudaPlan, RecordedDecodeSplitsDoNotDependOnTheContext) {
+  for (int64_t blocks : {8, 16, 48, 128, 263, 264, 2048}) {
+    const cuda::AttentionSplits at256 = cuda::attention_splits_recorded(blocks, 256, 132, cuda::kDecodeTileKeys);
+    for (int64_t keys : {1, 64, 256, 1000, 4096, 32768, 200000}) {
+      const cuda::AttentionSplits r = cuda::attention_splits_recorded(blocks, keys, 132, cuda::kDecodeTileKeys);
+      const cuda::AttentionSplits e = cuda::attention_splits(blocks, keys, 132, cuda::kDecodeTileKeys);
+      EXPECT_EQ(r.splits, at256.splits) << blocks << " blocks, " << keys << " keys";
+      EXPECT_GE(r.splits, e.splits) << blocks << " blocks, " << keys << " keys";
+      EXPECT_GE(static_cast<int64_t>(r.splits) * r.split_keys, keys) << "the longest sequence's share covers it";
+      EXPECT_EQ(r.split_keys % cuda::kDecodeTileKeys, 0);
+    }
+  }
+  EXPECT_EQ(cuda::attention_splits_recorded(8, 300, 132, cuda::kDecodeTileKeys).splits, 33);
+  EXPECT_EQ(cuda::attention_splits_recorded(264, 300, 132, cuda::kDecodeTileKeys).splits, 1);
+}
+
+// Decode graphs are recorded at a fixed set of batch sizes: every size up to
+// 16, then steps of 8, 16, 32; each size pads to the smallest one at or
+// above it, and there are kGraphSizes of them up to kMaxGraphRows.
+TEST(CudaPlan, DecodeGraphSizes) {
+  for (int64_t r = 1; r <= 16; ++r) EXPECT_EQ(cuda::graph_capture_rows(r), r);
+  EXPECT_EQ(cuda::graph_capture_rows(17), 24);
+  EXPECT_EQ(cuda::graph_capture_rows(24), 24);
+  EXPECT_EQ(cuda::graph_capture_rows(61), 64);
+  EXPECT_EQ(cuda::graph_capture_rows(65), 80);
+  EXPECT_EQ(cuda::graph_capture_rows(256), 256);
+  EXPECT_EQ(cuda::graph_capture_rows(257), 288);
+  EXPECT_EQ(cuda::graph_capture_rows(cuda::kMaxGraphRows), cuda::kMaxGraphRows);
+  std::vector<int64_t> sizes;
+  for (int64_t r = 1; r <= cuda::kMaxGraphRows; ++r) {
+    const int64_t p = cuda::graph_capture_rows(r);
+    ASSERT_GE(p, r);
+    EXPECT_EQ(cuda::graph_capture_rows(p), p) << "a capture size pads to itself";
+    EXPECT_LE(p - r, std::max<int64_t>(r / 2, 0)) << "at most half a step of padding";
+    if (sizes.empty() || sizes.back() != p) sizes.push_back(p);
+  }
+  EXPECT_EQ(static_cast<int64_t>(sizes.size()), cuda::kGraphSizes);
 }
 
 }  // namespace

@@ -39,7 +39,9 @@ struct AttentionArgs {
   const AttnItem* items = nullptr;
   int64_t num_items = 0;
   const int32_t* block_tables = nullptr;
-  // Split of each item's keys over `splits` blocks of `split_keys` keys; with
+  // Split of each item's keys over `splits` blocks of `split_keys` keys (the
+  // decode kernels: of each sequence's keys over `splits` blocks, in whole
+  // tiles; split_keys unused); with
   // more than one, partial results go to `partials` (attention_partial_floats)
   // and a second kernel merges them (the decode kernel: the last block of an
   // item merges, counting finished splits in `counters`, one per item and kv
@@ -61,8 +63,9 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 // ---- attention_decode.cu --------------------------------------------------------
 // Decode rows (sequences of num_rows 1): block x takes seqs[x] (num_items of
 // them; `items` is not read: one load less in the kernel's chain of
-// dependent loads), head_dim 128, group <= 8, BF16 or FP8 caches; split_keys
-// a multiple of kDecodeTileKeys (keys split by attention_splits, attention_plan.h).
+// dependent loads), head_dim 128, group <= 8, BF16 or FP8 caches; each
+// sequence's keys divided among `splits` blocks in tiles of kDecodeTileKeys
+// (split_key_range; split_keys is not read).
 constexpr int kDecodeHeadDim = 128;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodeTileKeys = 64;

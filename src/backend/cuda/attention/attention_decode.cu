@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(AttentionArg
   const AttnSeq sq = a.seqs[blockIdx.x];
   const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
   const int n_keys = sq.context_len;  // one row at position context_len - 1 sees every key
-  const int k_begin = split * a.split_keys, k_end = min(n_keys, k_begin + a.split_keys);
+  const KeyRange keys = split_key_range(n_keys, split, a.splits, kTile);
+  const int k_begin = keys.begin, k_end = keys.end;
   const int n_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
   const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
   const int64_t q_ld = static_cast<int64_t>(a.kv_heads) * G * kHd;
@@ -322,7 +323,7 @@ size_t attention_decode_partial_floats(int64_t seqs, int kv_heads, int splits) {
 }
 
 cudaError_t launch_attention_decode(const AttentionArgs& a, cudaStream_t stream) {
-  if (!attention_decode_supports(a.dtype, a.head_dim, a.group) || a.split_keys <= 0 || a.split_keys % kTile != 0 ||
+  if (!attention_decode_supports(a.dtype, a.head_dim, a.group) || a.splits < 1 ||
       (a.splits > 1 && (!a.partials || !a.counters)))
     return cudaErrorInvalidValue;
   if (a.num_items == 0) return cudaSuccess;

@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(Attentio
   const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
   const int n_keys = sq.context_len;  // the row at position context_len - 1 sees every key
   // This block's keys [k_begin, k_end) (all of them without a split).
-  const int k_begin = a.splits > 1 ? split * a.split_keys : 0;
-  const int k_end = a.splits > 1 ? min(n_keys, k_begin + a.split_keys) : n_keys;
+  const KeyRange keys = split_key_range(n_keys, split, a.splits, kTile);
+  const int k_begin = keys.begin, k_end = keys.end;
   const int n_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
   const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -289,7 +289,7 @@ bool attention_decode_mma_supports(DType dtype, int head_dim, int group) {
 }
 
 cudaError_t launch_attention_decode_mma(const AttentionArgs& a, cudaStream_t stream) {
-  const bool split_ok = a.splits == 1 || (a.partials && a.counters && a.split_keys > 0 && a.split_keys % kTile == 0);
+  const bool split_ok = a.splits == 1 || (a.partials && a.counters);
   if (!attention_decode_mma_supports(a.dtype, a.head_dim, a.group) || a.splits < 1 || a.splits > kMaxSplits ||
       !split_ok || a.block_size < 1 || a.kv_heads < 1)
     return cudaErrorInvalidValue;

@@ -23,6 +23,14 @@ AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, 
   return sp;
 }
 
+AttentionSplits attention_splits_recorded(int64_t blocks, int64_t max_keys, int num_sms, int granule) {
+  AttentionSplits sp;
+  sp.splits = blocks < 2 * num_sms ? static_cast<int>((2 * num_sms + blocks - 1) / std::max<int64_t>(blocks, 1)) : 1;
+  const int64_t per = (std::max<int64_t>(max_keys, 1) + sp.splits - 1) / sp.splits;
+  sp.split_keys = static_cast<int>((per + granule - 1) / granule * granule);
+  return sp;
+}
+
 AttentionSplits attention_splits_invariant(int64_t max_keys) {
   AttentionSplits sp;
   sp.split_keys = kInvariantSplitKeys;

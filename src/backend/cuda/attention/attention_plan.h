@@ -41,6 +41,13 @@ struct AttentionSplits {
 // Splits of `max_keys` keys over `blocks` (sequence, kv head) blocks: about
 // two blocks per SM when the blocks alone would leave the GPU idle.
 AttentionSplits attention_splits(int64_t blocks, int64_t max_keys, int num_sms, int granule);
+// The decode kernels' splits in a step that may be recorded (a CUDA graph
+// replayed whatever its sequences' contexts): as many as fill the GPU, not
+// fewer for short contexts, so that the count depends on the blocks only;
+// the kernels divide each sequence's own keys among them in whole tiles
+// (split_key_range, attention_split_merge.cuh). split_keys: the longest
+// sequence's share (`max_keys`), for the choice of kernel.
+AttentionSplits attention_splits_recorded(int64_t blocks, int64_t max_keys, int num_sms, int granule);
 
 // Batch invariance: splits of kInvariantSplitKeys keys (a multiple of the
 // general kernel's 128-key round), as many as `max_keys` needs; work items

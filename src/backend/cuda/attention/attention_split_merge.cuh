@@ -17,6 +17,20 @@ constexpr int kSplitSlots = kDecodeMaxGroup;  // query slots of a record
 // unnormalised output [kSplitSlots][head_dim 128].
 constexpr int kSplitRecord = 2 * kSplitSlots + kSplitSlots * kDecodeHeadDim;
 
+// The keys [begin, end) of split `split` of `splits` of a sequence of
+// n_keys keys: its own keys divided among the splits in whole tiles (later
+// splits may have none), so that one launch serves any mix of contexts (a
+// recorded decode step replays whatever its sequences' lengths).
+struct KeyRange {
+  int begin, end;
+};
+__device__ inline KeyRange split_key_range(int n_keys, int split, int splits, int tile) {
+  if (splits == 1) return {0, n_keys};
+  const int per = ((n_keys + splits - 1) / splits + tile - 1) / tile * tile;
+  const int begin = split * per;
+  return {begin, min(n_keys, begin + per)};
+}
+
 // Writes this block's record for vector v (thread d of the vector's 128 dims).
 __device__ inline void store_split_record(float* rec, int v, int d, float max, float sum, float acc) {
   if (d == 0) rec[v] = max, rec[kSplitSlots + v] = sum;

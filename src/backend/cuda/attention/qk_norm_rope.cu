@@ -78,9 +78,11 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) nw[i] = norm_weights(threadIdx.x + i * kThreads);
   }
-  const bool store_v = a.slots && threadIdx.x < a.kv_dim / 4;
+  // A negative slot (a row padding a recorded decode step) writes no KV.
+  const int64_t slot = a.slots ? a.slots[t] : -1;
+  const bool store_v = slot >= 0 && threadIdx.x < a.kv_dim / 4;
   const float4 vv = store_v ? reinterpret_cast<const float4*>(a.v + t * a.kv_dim)[threadIdx.x] : make_float4(0.f, 0.f, 0.f, 0.f);
-  const int64_t slot_base = a.slots ? a.slots[t] * a.kv_dim : -1;
+  const int64_t slot_base = slot >= 0 ? slot * a.kv_dim : -1;
   const int half = a.rotary_dim / 2;
   if (threadIdx.x < half) {
     const int i = threadIdx.x;
@@ -164,6 +166,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
     // whole row, which is spread over head_dim / 4 threads (not always one
     // warp's, nor aligned to one), so the rotated k and v go through shared
     // memory to one warp per (K or V, kv head).
+    if (slot < 0) return;  // (the whole block's row: the barriers below stay uniform)
     __syncthreads();  // every rotation has read its partner dims from the staged k
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
@@ -175,7 +178,6 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
     const float* kr = row + 4 * nq4;
     const float* vr = row + 4 * n4;
     const int kv_heads = static_cast<int>(a.kv_dim / a.head_dim);
-    const int64_t slot = a.slots[t];
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     for (int job = warp; job < 2 * kv_heads; job += kThreads / kWarp) {
       const bool is_v = job >= kv_heads;

@@ -30,7 +30,8 @@ struct QkNormRopeArgs {
   // to cache rows of kv_dim elements of cache_dtype (F32, BF16 or F8_E4M3) at
   // slots[t], with launch_kv_store's conversions and bytes; F8_E4M3 also
   // writes the per (token, kv head) scales [slot * kv_heads + head]
-  // (kv_heads = kv_dim / head_dim) to k_scales / v_scales.
+  // (kv_heads = kv_dim / head_dim) to k_scales / v_scales. A row whose
+  // slot is negative (padding a recorded decode step) writes nothing.
   const float* v = nullptr;
   const int64_t* slots = nullptr;
   void* k_cache = nullptr;

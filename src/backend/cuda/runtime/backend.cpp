@@ -85,6 +85,7 @@ CudaCeilings cuda_measure_ceilings(int device, bool gemm) {
 void* cuda_stream(Backend& b) { return static_cast<cuda::CudaBackend&>(b).stream(); }
 
 int64_t cuda_fp8_copies_used(Backend& b) { return static_cast<cuda::CudaBackend&>(b).fp8_copies_used(); }
+int64_t cuda_graphs_recorded(Backend& b) { return static_cast<cuda::CudaBackend&>(b).graphs_recorded(); }
 HostExpertInfo cuda_host_experts(Backend& b) { return static_cast<cuda::CudaBackend&>(b).host_expert_info(); }
 
 namespace cuda {
@@ -365,7 +366,14 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
     d.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.decode_off);
     d.items = nullptr;
     d.num_items = meta.num_decode_items;
-    size_splits(d, d.num_items, std::max(meta.max_decode_keys, context_bound_), kDecodeTileKeys);
+    // (a step that may be recorded: as many splits whatever the contexts)
+    const int64_t max_keys = std::max(meta.max_decode_keys, context_bound_);
+    if (context_bound_ > 0) {
+      const AttentionSplits sp = attention_splits_recorded(d.num_items * s.num_kv_heads, max_keys, num_sms_, kDecodeTileKeys);
+      d.splits = sp.splits, d.split_keys = sp.split_keys;
+    } else {
+      size_splits(d, d.num_items, max_keys, kDecodeTileKeys);
+    }
     if (d.splits > 1) {
       d.partials = static_cast<float*>(attn_decode_partials_.reserve(
           attention_decode_partial_floats(d.num_items, s.num_kv_heads, d.splits) * sizeof(float), stream_));

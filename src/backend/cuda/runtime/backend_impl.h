@@ -79,6 +79,13 @@ class CudaBackend final : public Backend {
   // Step graphs (cuda_graphs.cpp).
   GraphMode begin_step(uint64_t graph_key, const StepArrays& step) override;
   void end_graph() override;
+  int64_t graph_rows(int64_t rows) const override;
+  int64_t max_graph_rows() const override;
+  int64_t graphs_recorded() const { return graphs_recorded_; }
+  // What a recorded step of `step`'s arrays depends on besides its rows
+  // (graphs.cpp): 0 (prefill kernel), 1 / 2 (decode kernels: tensor cores /
+  // SIMT), else 2 + the context bound (the general kernel's splits).
+  uint64_t attention_graph_class(const StepArrays& step) const;
   void drop_graphs();
   Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;  // cuda_sampling.cpp
   MemoryInfo memory_info() override;
@@ -207,6 +214,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, uint64_t> seen_;  // key -> generation of its last eager run
   std::unique_ptr<OpProfile> profile_;  // CudaOptions::profile
   bool graphs_enabled_ = true;
+  int64_t graphs_recorded_ = 0;  // over the backend's life (cuda_graphs_recorded)
   bool tc_attention_ = true;  // prefill attention, and decode batches that need no key split, on tensor cores
   // Prefill attention by FlashInfer's Hopper kernel (flashinfer_prefill.h;
   // FP8 caches through bf16 copies of their pages) where built, unless

@@ -2,33 +2,66 @@
 // kernels (10 per layer); launched one by one, the gaps between them cost
 // more than many of the kernels themselves. The model hands each step's
 // small arrays to begin_step, which uploads them to the fixed device buffers
-// the ops read; a step shape (batch size, context bucket) seen before in the
-// same memory generation is replayed from its graph, and its second sighting
-// is recorded (the first grows the scratch buffers to their final sizes, so
-// that nothing is allocated while recording).
+// the ops read; a step shape seen before in the same memory generation is
+// replayed from its graph, and its second sighting is recorded (the first
+// grows the scratch buffers to their final sizes, so that nothing is
+// allocated while recording).
+//
+// A shape is the step's rows (padded to graph_sizes.h's, graph_rows) and its
+// attention's class (attention_graph_class): the decode kernels divide each
+// sequence's own keys among splits whose count depends on the rows only, so
+// one graph serves every context length but for the choice between their
+// tensor-core and SIMT kernels. The shapes recorded are thus bounded by the
+// capture sizes (x 2), and the memory the graphs hold (~2 MiB each at 30
+// layers) stops growing once a server has seen its batch sizes.
 //
 // What a recorded step depends on besides the staged arrays: weight, KV-cache
 // and scratch addresses (any allocation or scratch growth bumps the memory
-// generation, which retires every graph) and the context bound (part of the
-// key: the attention key splits are sized by it; splits beyond a sequence's
-// keys do nothing). graphs=off (M2CPP_CUDA_OPTIONS) runs every step op by op.
+// generation, which retires every graph) and the shape. graphs=off
+// (M2CPP_CUDA_OPTIONS) runs every step op by op.
 #include <algorithm>
 
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/runtime/backend_impl.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/graph_sizes.h"
 #include "util/log.h"
 
 namespace m2::cuda {
 namespace {
-constexpr size_t kMaxGraphs = 256;          // recorded shapes kept (then all are dropped)
-constexpr int64_t kMaxGraphTokens = 1024;   // larger decode batches run op by op
+// Recorded shapes kept (then all are dropped): every capture size in both
+// decode attention classes, with room for the general kernel's buckets.
+constexpr size_t kMaxGraphs = kGraphSizes * 4;
 }  // namespace
+
+uint64_t CudaBackend::attention_graph_class(const StepArrays& step) const {
+  const int group = step.num_heads / step.num_kv_heads;
+  const AttnPath path = attention_path(1, attention_prefill_on(options_, step.kv_dtype, step.head_dim),
+                                       attention_decode_supports(step.kv_dtype, step.head_dim, group),
+                                       options_.batch_invariant);
+  if (path == AttnPath::kPrefill) return 0;  // no key splits
+  if (path == AttnPath::kGeneral) return static_cast<uint64_t>(step.context_bound) + 2;  // splits sized by the bound
+  const AttentionSplits sp = attention_splits_recorded(static_cast<int64_t>(step.seqs.size()) * step.num_kv_heads,
+                                                       step.context_bound, num_sms_, kDecodeTileKeys);
+  return tc_attention_ && attention_decode_on_mma(step.kv_dtype, step.head_dim, group, sp, split_decode_) ? 1 : 2;
+}
+
+int64_t CudaBackend::max_graph_rows() const {
+  if (!graphs_enabled_) return 0;
+  return host_experts_ ? host_experts_->max_cpu_rows() : kMaxGraphRows;
+}
+
+int64_t CudaBackend::graph_rows(int64_t rows) const {
+  // Host experts computed on the CPU would pay for the padding rows in CPU
+  // time, and graphs do not record steps above their CPU rows: no padding.
+  if (!graphs_enabled_ || rows > kMaxGraphRows || host_experts_) return rows;
+  return graph_capture_rows(rows);
+}
 
 Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays& step) {
   bind_device();
   context_bound_ = 0;
-  if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphTokens ||
+  if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphRows ||
       step.num_kv_heads <= 0)
     return GraphMode::kEager;
   // Host experts streamed to the GPU (steps above the CPU's rows) keep state
@@ -52,6 +85,7 @@ Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays&
   upload(slots_, step.slots.data(), step.slots.size_bytes(), "slots");
   upload_attention_meta(step.seqs, step.num_heads / step.num_kv_heads, step.kv_dtype, step.head_dim);
 
+  graph_key = graph_key << 32 | attention_graph_class(step);
   const uint64_t generation = memory_generation();
   auto it = graphs_.find(graph_key);
   if (it != graphs_.end() && it->second.generation == generation) {
@@ -85,6 +119,10 @@ void CudaBackend::end_graph() {
   capturing_ = false;
   M2_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph),
                 "recording a decode graph (M2CPP_CUDA_OPTIONS=graphs=off runs without graphs)");
+  // (--log-level debug: what each recorded graph takes of device memory)
+  const bool debug = log_level() <= LogLevel::kDebug;
+  size_t free_before = 0, free_after = 0, total = 0;
+  if (debug) cudaMemGetInfo(&free_before, &total);
   cudaGraphExec_t exec = nullptr;
   M2_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0), "instantiating a decode graph of {} nodes",
                 [&] {
@@ -94,6 +132,14 @@ void CudaBackend::end_graph() {
                 }());
   cudaGraphDestroy(graph);
   graphs_[capture_key_] = StepGraph{exec, memory_generation()};
+  ++graphs_recorded_;
+  if (debug) {
+    cudaMemGetInfo(&free_after, &total);
+    log_debug("decode graph of {} rows (attention class {}) recorded: {} graphs kept, {:.2f} MiB of device memory "
+              "taken by this one",
+              capture_key_ >> 32, capture_key_ & 0xffffffffu, graphs_.size(),
+              (static_cast<double>(free_before) - static_cast<double>(free_after)) / (1 << 20));
+  }
   M2_CUDA_CHECK(cudaGraphLaunch(exec, stream_), "launching a freshly recorded decode graph");
 }
 

@@ -41,15 +41,16 @@ ScratchPlan plan_scratch(const ModelConfig& c, const StepLimits& l, const CudaOp
       p.moe_counters = std::max(p.moe_counters, sizeof(unsigned) * static_cast<size_t>(moe_decode_counter_count(t, H)));
   }
 
-  // Attention. Keys: a recorded decode step sizes its splits by the context
-  // bound (the power of two at or above the context, graphs.cpp), which may
-  // exceed max_context. Splits appear only while the blocks do not fill the
-  // GPU twice (attention_splits), so only that many items are asked.
+  // Attention. Keys: a recorded decode step's context bound (the power of two
+  // at or above the context) may exceed max_context, and its decode splits
+  // do not shrink for short contexts (attention_splits_recorded), so that
+  // many are planned. Splits appear only while the blocks do not fill the GPU
+  // twice (attention_splits), so only that many items are asked.
   const int64_t keys = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(l.max_context, 256))));
   const int64_t few = kvh > 0 ? ceil_div(2 * caps.num_sms, kvh) : 0;
   for (int64_t n = 1; n <= std::min(S, few); ++n) {
-    const AttentionSplits d = attention_splits(n * kvh, keys, caps.num_sms, kDecodeTileKeys);
-    if (d.splits > 1) {
+    const AttentionSplits d = attention_splits_recorded(n * kvh, keys, caps.num_sms, kDecodeTileKeys);
+    if (d.splits > 1) {  // (at least attention_splits' count)
       p.attn_decode_partials =
           std::max(p.attn_decode_partials, sizeof(float) * attention_decode_partial_floats(n, kvh, d.splits));
       p.attn_counters = std::max(p.attn_counters, sizeof(unsigned) * static_cast<size_t>(n * kvh));

@@ -316,8 +316,9 @@ TEST_F(FusedQuant, CopyIsUsedOnlyWhenHandedAndCurrent) {
 // 128, GQA group 6, on a fused and an unfused backend. Prefill steps (one
 // sequence; two; one prefill chunk beside a 5-row chunk, which takes the
 // general attention kernel and so no attention copy), then decode steps of 18
-// sequences (FP8 GEMM at 18 tokens; the third is replayed from a graph):
-// identical logits, and the fused backend reads the copies it should.
+// sequences (run padded to 24 rows: FP8 GEMM at 24 tokens; the third is
+// replayed from a graph): identical logits, and the fused backend reads the
+// copies it should.
 TEST(FusedQuantModel, PrefillAndDecodeMatchUnfusedBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!fp8_paths_on()) GTEST_SKIP() << kNoFp8;
@@ -373,9 +374,10 @@ TEST(FusedQuantModel, PrefillAndDecodeMatchUnfusedBitForBit) {
                              {"a 5-row chunk beside a 40-row one", {{1, 5}, {2, 40}}, 4}};
   std::vector<std::pair<int, int64_t>> decode;
   for (int s = 3; s < 3 + 18; ++s) decode.emplace_back(s, 1);
-  // Eager (q, k, v; 54 pairs take the MoE's decode path), recorded, replayed
-  // (no op runs on the host: nothing counted).
-  for (int i = 0; i < 3; ++i) cases.push_back({"decode of 18 sequences", decode, i == 0 ? 3 : -1});
+  // Eager (q, k, v + moe: the 24 rows' 72 pairs take the grouped FP8 MoE),
+  // recorded, replayed (no op runs on the host: nothing counted).
+  ASSERT_EQ(sides[0].b->graph_rows(18), 24);
+  for (int i = 0; i < 3; ++i) cases.push_back({"decode of 18 sequences", decode, i == 0 ? 4 : -1});
   for (const Case& cs : cases) {
     const StepInput in = step(cs.rows);
     std::vector<float> logits[2];

@@ -6,11 +6,13 @@
 // may differ by an ulp; FP8 cache bytes exactly, given the same rotated k.
 #include <cstdlib>
 #include <numeric>
+#include <random>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm/matmul.h"
 #include "../cuda_test_util.h"
 #include "model/minimax_m2.h"
+#include "model/weights.h"
 #include "tensor/dtype.h"
 
 namespace m2::test {
@@ -259,7 +261,10 @@ TEST_F(Fused, QkNormRopeStoreIntoFp8CacheIsBitIdenticalToCpu) {
 
 // Decode steps of a batch of sequences replayed from recorded graphs give
 // the logits of the same steps run op by op, through a change of batch size
-// (scratch growth retires the graphs) and context buckets.
+// (scratch growth retires the graphs), contexts and batch sizes that run
+// padded to a capture size (23 and 22 rows as 24, which on this model take
+// the same kernels as unpadded: > 64 (token, expert) pairs; the padding rows
+// write no KV, or the next steps would read it).
 TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   auto w = load_model(data_path("m2-tiny-fp8"), LoadOptions{});
@@ -277,7 +282,9 @@ TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
   ASSERT_TRUE(w2.ok());
   ASSERT_TRUE(graphs->prepare_weights(**w2).ok());
   MiniMaxM2 em(**w, *eager), gm(**w2, *graphs);
-  const int bs = 16, max_seqs = 4, steps = 300;
+  ASSERT_EQ(graphs->graph_rows(23), 24);
+  ASSERT_EQ(eager->graph_rows(23), 23);
+  const int bs = 16, max_seqs = 23, steps = 300;
   const int64_t V = em.config().vocab_size;
   const int64_t per_seq = (steps + 8 + bs - 1) / bs;
   auto ecache = em.make_kv_cache(bs, per_seq * max_seqs, DType::kBF16);
@@ -292,8 +299,9 @@ TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
   int replays_checked = 0;
   for (int step = 0; step < steps; ++step) {
     // Batch size 1 for 40 steps, then 4 (growth), then 2 (sequences 2 and 3
-    // pause), then 4 again; each sequence continues from its own length.
-    const int n = step < 40 ? 1 : step < 150 ? 4 : step < 200 ? 2 : 4;
+    // pause), then 4 again, 23 and 22 (padded); each sequence continues from
+    // its own length.
+    const int n = step < 40 ? 1 : step < 150 ? 4 : step < 200 ? 2 : step < 220 ? 4 : step < 270 ? 23 : 22;
     StepInput in;
     for (int s = 0; s < n; ++s) {
       const int64_t pos = length[s]++;
@@ -320,6 +328,71 @@ TEST(CudaGraphs, ReplayedDecodeMatchesEagerDecode) {
     ++replays_checked;
   }
   std::printf("graphs vs eager: max |logit difference| %.3g over %d decode steps\n", worst, replays_checked);
+}
+
+// Start-up recording (MiniMaxM2::record_decode_graphs, what `serve` does)
+// records every decode batch size up to the limit at short and long
+// contexts, writes nothing to the KV cache, and leaves nothing to record when
+// decode steps of every batch size and many contexts follow. On the aligned
+// model (head_dim 128: the decode kernels, as M2's; the tiny checkpoints'
+// 64-wide heads take the general kernel, whose graphs are per context bucket).
+TEST(CudaGraphs, StartUpRecordingLeavesNoneToRecordWhileServing) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto w = make_dummy_weights(aligned_fp8_config(2, 4096), 3);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  cuda::CudaOptions o = test_options();
+  o.sync_each_op = false, o.graphs = true;
+  auto gpu = make_cuda_backend(0, o);
+  ASSERT_TRUE(gpu && gpu->prepare_weights(**w).ok());
+  MiniMaxM2 m(**w, *gpu);
+  const int bs = 16, max_seqs = 40;
+  const int64_t max_context = 4096, per_seq = max_context / bs;
+  StepLimits limits;
+  limits.max_tokens = 256, limits.max_seqs = max_seqs, limits.max_logit_rows = 256, limits.max_context = max_context;
+  limits.cache = m.kv_shape(bs, per_seq * max_seqs, DType::kBF16);
+  ASSERT_TRUE(m.reserve(limits).ok());
+  auto cache = m.make_kv_cache(bs, per_seq * max_seqs, DType::kBF16);
+  // Known cache contents, to see that the recording steps write none.
+  const size_t bytes = KvCache::storage_bytes(cache->shape());
+  std::vector<uint8_t> before(bytes), after(bytes);
+  for (size_t i = 0; i < bytes; ++i) before[i] = static_cast<uint8_t>(i * 131 % 251);
+  gpu->copy_from_host(before.data(), cache->k_base(0), bytes);
+  auto steps = m.record_decode_graphs(*cache, max_seqs, max_context);
+  ASSERT_TRUE(steps.ok()) << steps.status().message();
+  gpu->copy_to_host(cache->k_base(0), after.data(), bytes);
+  EXPECT_TRUE(before == after) << "a recording step wrote to the KV cache";
+  const int64_t recorded = cuda_graphs_recorded(*gpu);
+  // 1-16, 24, 32, 40 rows, at one key and at 4,096 (the attention may take
+  // the same kernel at both: at least one graph per size).
+  EXPECT_EQ(*steps, 2 * 2 * 19);
+  EXPECT_GE(recorded, 19);
+  std::printf("start-up recording: %lld steps, %lld graphs\n", static_cast<long long>(*steps),
+              static_cast<long long>(recorded));
+
+  std::mt19937 rng(5);
+  std::vector<int64_t> length(max_seqs, 0);
+  for (int step = 0; step < 200; ++step) {
+    const int n = 1 + static_cast<int>(rng() % max_seqs);
+    StepInput in;
+    for (int s = 0; s < n; ++s) {
+      // Contexts from 1 to max_context - 1 across the steps (sequences start long).
+      if (length[s] == 0) length[s] = static_cast<int64_t>(rng() % (max_context - 300));
+      const int64_t pos = length[s]++;
+      in.tokens.push_back(static_cast<int32_t>(rng() % m.config().vocab_size));
+      in.positions.push_back(static_cast<int32_t>(pos));
+      in.slots.push_back(int64_t{s} * per_seq * bs + pos);  // sequence s owns blocks [s per_seq, (s + 1) per_seq)
+      in.seqs.push_back({s, 1, pos + 1, {}});
+      in.logit_rows.push_back(s);
+    }
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
+    for (int s = 0; s < n; ++s) {
+      for (int64_t b = 0; b <= (length[s] - 1) / bs; ++b) tables[s].push_back(static_cast<int32_t>(s * per_seq + b));
+      in.seqs[s].block_table = tables[s];
+    }
+    std::vector<float> logits;
+    ASSERT_TRUE(m.forward(in, *cache, &logits).ok()) << "step " << step;
+  }
+  EXPECT_EQ(cuda_graphs_recorded(*gpu), recorded) << "a decode step recorded a graph after start-up";
 }
 
 }  // namespace
