@@ -59,8 +59,7 @@ Result<std::unique_ptr<Engine>> Engine::create(MiniMaxM2& model, const text::Tok
   std::unique_ptr<Engine> engine(new Engine(model, tokenizer, config, num_blocks, max_model_len));
   if (config.record_decode_graphs) {
     const auto start = std::chrono::steady_clock::now();
-    M2_ASSIGN_OR_RETURN(const int64_t steps,
-                        model.record_decode_graphs(*engine->cache_, limits.max_seqs, max_model_len));
+    M2_ASSIGN_OR_RETURN(const int64_t steps, model.record_decode_graphs(*engine->cache_));
     if (steps > 0)
       log_info("decode graphs of 1-{} sequences recorded in {:.1f} s ({} steps)", limits.max_seqs,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);

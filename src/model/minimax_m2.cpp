@@ -112,14 +112,19 @@ Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
   return bytes + ops;
 }
 
-Result<int64_t> MiniMaxM2::record_decode_graphs(KvCache& cache, int64_t max_seqs, int64_t max_context) {
-  if (group_ || comm_ || max_context < 1) return int64_t{0};
-  // The sizes steps of 1..max_seqs rows run at (pad_decode_step's rule),
-  // those the backend records.
+int64_t MiniMaxM2::padded_rows(int64_t rows) const {
+  const int64_t p = backend_.graph_rows(rows);
+  // (beyond the reserved step the scratch would grow, retiring every graph)
+  return reserved_.max_tokens > 0 && (p > reserved_.max_tokens || p > reserved_.max_seqs) ? rows : p;
+}
+
+Result<int64_t> MiniMaxM2::record_decode_graphs(KvCache& cache) {
+  const int64_t max_seqs = reserved_.max_seqs, max_context = reserved_.max_context;
+  if (group_ || comm_ || max_seqs < 1 || max_context < 1) return int64_t{0};
+  // The sizes steps of 1..max_seqs rows run at, those the backend records.
   std::vector<int64_t> sizes;
   for (int64_t r = 1; r <= std::min(max_seqs, backend_.max_graph_rows()); ++r) {
-    const int64_t p = backend_.graph_rows(r);
-    const int64_t size = p > max_seqs || (reserved_.max_tokens > 0 && p > reserved_.max_tokens) ? r : p;
+    const int64_t size = padded_rows(r);
     if (sizes.empty() || sizes.back() != size) sizes.push_back(size);
   }
   // Contexts: one key, and 16K keys (or the most allowed), where the
@@ -147,10 +152,8 @@ Result<int64_t> MiniMaxM2::record_decode_graphs(KvCache& cache, int64_t max_seqs
 
 const StepInput& MiniMaxM2::pad_decode_step(const StepInput& in) {
   const int64_t n = static_cast<int64_t>(in.tokens.size());
-  const int64_t rows = backend_.graph_rows(n);
-  // (beyond the reserved step the scratch would grow, retiring every graph)
-  if (rows <= n || (reserved_.max_tokens > 0 && (rows > reserved_.max_tokens || rows > reserved_.max_seqs)))
-    return in;
+  const int64_t rows = padded_rows(n);
+  if (rows <= n) return in;
   // The copies are of the row of the sequence with the least context: the
   // same experts as that row (no more expert weights read) and the least
   // attention work.

@@ -78,14 +78,14 @@ class MiniMaxM2 {
   // `limits`, before the KV cache is allocated. Returns the bytes reserved.
   Result<size_t> reserve(const StepLimits& limits);
 
-  // Records the decode-step graphs of every batch size up to `max_seqs`
-  // (as padded, Backend::graph_rows) at a short and a long context within
-  // `max_context`, as vLLM captures its graphs at start-up: a server's graph
-  // memory is then spent before its first request, not as new batch sizes
-  // arrive. The steps read `cache` (block 0, whatever it holds) and write
-  // nothing to it; no logits. Returns how many steps it ran (0: the backend
-  // records no graphs, or a group).
-  Result<int64_t> record_decode_graphs(KvCache& cache, int64_t max_seqs, int64_t max_context);
+  // Records the decode-step graphs of every batch size up to the reserved
+  // limits' max_seqs (as padded, padded_rows) at a short and a long context
+  // within their max_context, as vLLM captures its graphs at start-up: a
+  // server's graph memory is then spent before its first request, not as new
+  // batch sizes arrive. The steps read `cache` (block 0, whatever it holds)
+  // and write nothing to it; no logits. Returns how many steps it ran (0:
+  // nothing reserved, the backend records no graphs, or a group).
+  Result<int64_t> record_decode_graphs(KvCache& cache);
 
   // Runs one step and writes logits [logit_rows, vocab_size] (fp32, host;
   // null: not copied, as a group's ranks other than 0 run it).
@@ -115,6 +115,9 @@ class MiniMaxM2 {
   // padded_, whose extra rows copy one of its rows, write no KV (slot -1)
   // and give no logits.
   const StepInput& pad_decode_step(const StepInput& in);
+  // The rows a decode step of `rows` runs at: Backend::graph_rows within the
+  // reserved limits, else `rows`.
+  int64_t padded_rows(int64_t rows) const;
 
   const ModelWeights* weights_;
   Backend& backend_;

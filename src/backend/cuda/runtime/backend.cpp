@@ -325,8 +325,10 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
   const int G = num_heads / s.num_kv_heads;
   const bool invariant = options_.batch_invariant;
   const AttnMeta meta = upload_attention_meta(seqs, G, s.dtype, s.head_dim);
-  // A recorded step is sized by the step's context bound, so that its key
-  // splits serve every context up to it (splits past a sequence's keys are empty).
+  // A step that may be recorded is planned for its context bound
+  // (context_bound_), so that one recording serves every context up to it:
+  // the general kernel's splits are sized by it, the decode kernels' do not
+  // depend on it (decode_attention).
   AttentionArgs a;
   a.q = q.data, a.out = out.data, a.T = q.rows;
   a.k_cache = cache.k_base(layer), a.v_cache = cache.v_base(layer), a.dtype = s.dtype;
@@ -366,24 +368,16 @@ ActCopy CudaBackend::attention(Act q, const KvCache& cache, int layer, std::span
     d.seqs = reinterpret_cast<const AttnSeq*>(meta.device + meta.decode_off);
     d.items = nullptr;
     d.num_items = meta.num_decode_items;
-    // (a step that may be recorded: as many splits whatever the contexts)
-    const int64_t max_keys = std::max(meta.max_decode_keys, context_bound_);
-    if (context_bound_ > 0) {
-      const AttentionSplits sp = attention_splits_recorded(d.num_items * s.num_kv_heads, max_keys, num_sms_, kDecodeTileKeys);
-      d.splits = sp.splits, d.split_keys = sp.split_keys;
-    } else {
-      size_splits(d, d.num_items, max_keys, kDecodeTileKeys);
-    }
+    const DecodeAttention plan = decode_attention(d.num_items, s.num_kv_heads, std::max(meta.max_decode_keys, context_bound_),
+                                                  s.dtype, s.head_dim, G, context_bound_ > 0);
+    d.splits = plan.splits.splits, d.split_keys = plan.splits.split_keys;
     if (d.splits > 1) {
       d.partials = static_cast<float*>(attn_decode_partials_.reserve(
           attention_decode_partial_floats(d.num_items, s.num_kv_heads, d.splits) * sizeof(float), stream_));
       d.counters = static_cast<unsigned*>(
           attn_counters_.reserve(sizeof(unsigned) * d.num_items * s.num_kv_heads, stream_, true));
     }
-    // Enough (sequence, kv head) blocks for no split: tensor cores (the SIMT
-    // kernel is shared-memory bound at large batches).
-    const bool mma =
-        tc_attention_ && attention_decode_on_mma(s.dtype, s.head_dim, G, {d.splits, d.split_keys}, split_decode_);
+    const bool mma = plan.mma;
     check(mma ? launch_attention_decode_mma(d, stream_) : launch_attention_decode(d, stream_), "attention (decode)", [&] {
       return fmt::format("{} decode attention of q {} over a {} cache (layer {}, {} rows, {} kv heads x {}, group {}, {} "
                          "splits of {} keys)",
@@ -522,6 +516,17 @@ Fp8Out CudaBackend::fp8_copy_for(const Act& out, ActCopy* handle) {
       reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
     return {};
   return fp8_copy_.produce(out, handle, stream_);
+}
+
+CudaBackend::DecodeAttention CudaBackend::decode_attention(int64_t seqs, int kv_heads, int64_t max_keys, DType dtype,
+                                                           int head_dim, int group, bool recordable) const {
+  DecodeAttention d;
+  d.splits = recordable ? attention_splits_recorded(seqs * kv_heads, max_keys, num_sms_, kDecodeTileKeys)
+                        : attention_splits(seqs * kv_heads, max_keys, num_sms_, kDecodeTileKeys);
+  // Enough (sequence, kv head) blocks for no split: tensor cores (the SIMT
+  // kernel is shared-memory bound at large batches).
+  d.mma = tc_attention_ && attention_decode_on_mma(dtype, head_dim, group, d.splits, split_decode_);
+  return d;
 }
 
 void CudaBackend::size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const {

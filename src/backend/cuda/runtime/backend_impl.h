@@ -155,6 +155,16 @@ class CudaBackend final : public Backend {
   // Key splits of `items` work items x kv heads over at most max_keys keys
   // (keys per split a multiple of `granule`): enough blocks to fill the GPU.
   void size_splits(AttentionArgs& a, int64_t items, int64_t max_keys, int granule) const;
+  // The decode kernels' splits and kernel for `seqs` one-row sequences whose
+  // longest has `max_keys` keys; `recordable`: a step that may be recorded
+  // (attention_splits_recorded: the count whatever the contexts). The one
+  // rule attention() launches by and attention_graph_class keys graphs by.
+  struct DecodeAttention {
+    AttentionSplits splits;
+    bool mma = false;  // the tensor-core kernel, else the SIMT one
+  };
+  DecodeAttention decode_attention(int64_t seqs, int kv_heads, int64_t max_keys, DType dtype, int head_dim, int group,
+                                   bool recordable) const;
   // A small host array's device copy; while a graph is being recorded the
   // bytes must be those staged by begin_step (a copy cannot be recorded).
   const void* upload(DeviceArray& array, const void* host, size_t bytes, const char* what);

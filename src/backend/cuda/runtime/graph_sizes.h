@@ -1,6 +1,6 @@
 // The batch sizes decode steps are recorded at (vLLM's "capture sizes"): a
 // decode step of `rows` sequences runs padded to the next of them, so that
-// at most kGraphSizes shapes per context bucket are ever recorded and the
+// at most kGraphSizes shapes per attention class are ever recorded and the
 // memory the recorded graphs hold stops growing once a server has seen its
 // batch sizes (issue 29's soak). Every size up to 16 is its own (agents'
 // batches of a few streams pay nothing), then steps of 8, 16 and 32: a

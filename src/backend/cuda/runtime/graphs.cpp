@@ -41,32 +41,31 @@ uint64_t CudaBackend::attention_graph_class(const StepArrays& step) const {
                                        options_.batch_invariant);
   if (path == AttnPath::kPrefill) return 0;  // no key splits
   if (path == AttnPath::kGeneral) return static_cast<uint64_t>(step.context_bound) + 2;  // splits sized by the bound
-  const AttentionSplits sp = attention_splits_recorded(static_cast<int64_t>(step.seqs.size()) * step.num_kv_heads,
-                                                       step.context_bound, num_sms_, kDecodeTileKeys);
-  return tc_attention_ && attention_decode_on_mma(step.kv_dtype, step.head_dim, group, sp, split_decode_) ? 1 : 2;
+  const bool mma = decode_attention(static_cast<int64_t>(step.seqs.size()), step.num_kv_heads, step.context_bound,
+                                    step.kv_dtype, step.head_dim, group, true)
+                       .mma;
+  return mma ? 1 : 2;
 }
 
 int64_t CudaBackend::max_graph_rows() const {
   if (!graphs_enabled_) return 0;
+  // Host experts streamed to the GPU (steps above the CPU's rows) keep state
+  // across steps (which layer each staging buffer holds): never recorded.
   return host_experts_ ? host_experts_->max_cpu_rows() : kMaxGraphRows;
 }
 
 int64_t CudaBackend::graph_rows(int64_t rows) const {
   // Host experts computed on the CPU would pay for the padding rows in CPU
-  // time, and graphs do not record steps above their CPU rows: no padding.
-  if (!graphs_enabled_ || rows > kMaxGraphRows || host_experts_) return rows;
+  // time: no padding.
+  if (rows > max_graph_rows() || host_experts_) return rows;
   return graph_capture_rows(rows);
 }
 
 Backend::GraphMode CudaBackend::begin_step(uint64_t graph_key, const StepArrays& step) {
   bind_device();
   context_bound_ = 0;
-  if (graph_key == 0 || !graphs_enabled_ || static_cast<int64_t>(step.tokens.size()) > kMaxGraphRows ||
-      step.num_kv_heads <= 0)
+  if (graph_key == 0 || static_cast<int64_t>(step.tokens.size()) > max_graph_rows() || step.num_kv_heads <= 0)
     return GraphMode::kEager;
-  // Host experts streamed to the GPU (steps above the CPU's rows) keep state
-  // across steps (which layer each staging buffer holds): never recorded.
-  if (host_experts_ && static_cast<int64_t>(step.tokens.size()) > host_experts_->max_cpu_rows()) return GraphMode::kEager;
   context_bound_ = step.context_bound;
 
   // Room for the block tables up to the context bound, so that the work
@@ -119,7 +118,7 @@ void CudaBackend::end_graph() {
   capturing_ = false;
   M2_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph),
                 "recording a decode graph (M2CPP_CUDA_OPTIONS=graphs=off runs without graphs)");
-  // (--log-level debug: what each recorded graph takes of device memory)
+  // (-v: what each recorded graph takes of device memory)
   const bool debug = log_level() <= LogLevel::kDebug;
   size_t free_before = 0, free_after = 0, total = 0;
   if (debug) cudaMemGetInfo(&free_before, &total);

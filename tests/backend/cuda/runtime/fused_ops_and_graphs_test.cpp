@@ -357,7 +357,7 @@ TEST(CudaGraphs, StartUpRecordingLeavesNoneToRecordWhileServing) {
   std::vector<uint8_t> before(bytes), after(bytes);
   for (size_t i = 0; i < bytes; ++i) before[i] = static_cast<uint8_t>(i * 131 % 251);
   gpu->copy_from_host(before.data(), cache->k_base(0), bytes);
-  auto steps = m.record_decode_graphs(*cache, max_seqs, max_context);
+  auto steps = m.record_decode_graphs(*cache);
   ASSERT_TRUE(steps.ok()) << steps.status().message();
   gpu->copy_to_host(cache->k_base(0), after.data(), bytes);
   EXPECT_TRUE(before == after) << "a recording step wrote to the KV cache";
