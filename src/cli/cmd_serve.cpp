@@ -198,7 +198,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
   if (!kv_bytes.ok()) return fail(kv_bytes.status());
   // The served weight set; weight updates (docs/rollout.md) swap in others.
-  server::RolloutControl rollout(wrap_loaded_weights(std::move(loaded->weights)), dir_name(mo.model));
+  server::RolloutControl rollout(wrap_loaded_weights(std::move(loaded->weights)), dir_name(mo.model),
+                                 loaded->backend->reads_weight_views());
   auto made = mo.make_model(rollout.current()->weights(), *loaded->backend);
   if (!made.ok()) return fail(made.status());
   MiniMaxM2& model = **made;

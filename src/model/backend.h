@@ -101,6 +101,11 @@ class Backend {
   // addresses (GPU: recorded step graphs) goes stale. Called between steps.
   // CPU: nothing to copy (the ops read the views).
   virtual Status update_weights(const ModelWeights& served, ModelWeights& next) { return prepare_weights(next); }
+  // Whether the ops read the weight views themselves (CPU) rather than
+  // copies the backend made of them (GPU: device memory, pinned host
+  // experts). When not, an update's tensors may view the files they came
+  // from, since only update_weights reads them (model/weight_update.h).
+  virtual bool reads_weight_views() const { return true; }
   // Memory for activations and caches; freed with the returned handle.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   virtual void copy_to_host(const void* src, void* dst_host, size_t bytes) = 0;

@@ -45,10 +45,11 @@ void quantise_head_update(const ModelWeights& served, std::vector<UpdateTensor>&
     const UpdateTensor src = std::move(updates[i]);
     UpdateTensor codes{src.name, DType::kF8E4M3, src.shape, nullptr, src.source + " (quantised to FP8 e4m3)"};
     UpdateTensor scales{"lm_head.weight_scale_inv", DType::kF32, head.scale_inv.shape, nullptr, codes.source};
-    codes.data.reset(new uint8_t[static_cast<size_t>(src.shape.numel())]);
-    scales.data.reset(new uint8_t[scales.shape.numel() * sizeof(float)]);
+    std::shared_ptr<uint8_t[]> code_bytes(new uint8_t[static_cast<size_t>(src.shape.numel())]);
+    std::shared_ptr<uint8_t[]> scale_bytes(new uint8_t[scales.shape.numel() * sizeof(float)]);
     quantize_fp8_blocks(TensorView{src.dtype, src.shape, src.data.get()}, head.block_rows, head.block_cols,
-                        codes.data.get(), reinterpret_cast<float*>(scales.data.get()));
+                        code_bytes.get(), reinterpret_cast<float*>(scale_bytes.get()));
+    codes.data = std::move(code_bytes), scales.data = std::move(scale_bytes);
     updates[i] = std::move(codes);
     updates.push_back(std::move(scales));
     return;
@@ -124,7 +125,8 @@ Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTe
   return Status();
 }
 
-Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& current, std::vector<UpdateTensor> updates) {
+Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& current, std::vector<UpdateTensor> updates,
+                                                         std::shared_ptr<Checkpoint> source) {
   const ModelWeights& cur = current.weights();
   if (updates.empty()) return errorf("the update holds no tensor");
   M2_RETURN_IF_ERROR(check_update_tensors(cur, updates));
@@ -157,11 +159,12 @@ Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& curren
   }
   next->rebound = std::make_unique<ModelWeights>();
   next->rebound->config = cur.config;
+  next->rebound->checkpoint = std::move(source);
   M2_RETURN_IF_ERROR(bind_dummy_weights(*next->rebound, views));
   return next;
 }
 
-Result<std::vector<UpdateTensor>> read_update_dir(const std::string& dir, const ModelConfig& served) {
+Result<UpdateRead> read_update_dir(const std::string& dir, const ModelConfig& served, bool copy) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return errorf("{}: not a directory", dir);
@@ -187,9 +190,9 @@ Result<std::vector<UpdateTensor>> read_update_dir(const std::string& dir, const 
       return errorf("{}: quantization_config {} but the served model's {}", config_path.string(),
                     c.fp8 ? "is FP8" : "is absent", served.fp8 ? "is FP8" : "is absent");
   }
-  M2_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(dir));
+  M2_ASSIGN_OR_RETURN(std::shared_ptr<Checkpoint> ck, Checkpoint::open(dir));
   static const std::regex layer_re(R"(^model\.layers\.(\d+)\.)");
-  std::vector<UpdateTensor> out;
+  UpdateRead out;
   int skipped = 0;
   for (const std::string& name : ck->names()) {
     std::smatch m;
@@ -204,11 +207,15 @@ Result<std::vector<UpdateTensor>> read_update_dir(const std::string& dir, const 
     u.name = name;
     u.dtype = e->dtype;
     u.shape = e->shape;
-    u.data = copy_bytes(v.data, v.nbytes());
+    // (A view shares the checkpoint's ownership: the mapping lives as long
+    // as any tensor of it does.)
+    u.data = copy ? std::shared_ptr<const uint8_t[]>(copy_bytes(v.data, v.nbytes()))
+                  : std::shared_ptr<const uint8_t[]>(ck, static_cast<const uint8_t*>(v.data));
     u.source = ck->file_of(name);
-    out.push_back(std::move(u));
+    out.tensors.push_back(std::move(u));
   }
   if (skipped) log_info("{}: skipped {} tensors of layers the server does not run", dir, skipped);
+  if (!copy) out.checkpoint = std::move(ck);
   return out;
 }
 

@@ -19,14 +19,18 @@
 
 namespace m2 {
 
-// One tensor of an update, its bytes owned (copied out of the file or the
-// request body, so the trainer may rewrite its files at once).
+// One tensor of an update. Its bytes are owned (copied out of the request
+// body, or out of the file for a backend that reads the weight views, so the
+// trainer may rewrite its files at once) or view the mapped file, the
+// pointer keeping the mapping alive (read_update_dir for the other backends:
+// their update_weights copies the bytes before the update is answered, and
+// nothing reads them after it).
 struct UpdateTensor {
   std::string name;
   DType dtype = DType::kF32;
   Shape shape;
-  std::shared_ptr<uint8_t[]> data;  // shape x dtype bytes
-  std::string source;               // for messages: the file or bucket it came from
+  std::shared_ptr<const uint8_t[]> data;  // shape x dtype bytes
+  std::string source;                     // for messages: the file or bucket it came from
 };
 
 // A served weight set: the loaded one, or one built by an update from it.
@@ -37,7 +41,7 @@ struct UpdateTensor {
 struct WeightSet {
   std::shared_ptr<ModelWeights> origin;  // the load
   std::unique_ptr<ModelWeights> rebound;  // null for the load itself
-  std::map<std::string, std::shared_ptr<uint8_t[]>> replaced;
+  std::map<std::string, std::shared_ptr<const uint8_t[]>> replaced;
 
   ModelWeights& weights() { return rebound ? *rebound : *origin; }
   const ModelWeights& weights() const { return rebound ? *rebound : *origin; }
@@ -58,15 +62,23 @@ Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTe
 // Checks `updates` against `current` (each a tensor of the served model,
 // at most once, with the served shape and dtype; an F8_E4M3 weight and its
 // weight_scale_inv replaced together) and builds the new set. Errors name
-// the tensor and where it came from; `current` is never changed.
-Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& current, std::vector<UpdateTensor> updates);
+// the tensor and where it came from; `current` is never changed. `source`:
+// the checkpoint the updates view, if they do (the new set's `checkpoint`,
+// which update_weights streams from in file order).
+Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& current, std::vector<UpdateTensor> updates,
+                                                         std::shared_ptr<Checkpoint> source = nullptr);
 
 // The tensors of a checkpoint directory in the official layout (index +
 // shards, or one model.safetensors), all of them or any subset: opened with
 // the loader's validation, config.json (when present) checked against the
 // served config, tensors of layers the server does not run (MTP, --num-layers
-// cuts) skipped, bytes copied.
-Result<std::vector<UpdateTensor>> read_update_dir(const std::string& dir, const ModelConfig& served);
+// cuts) skipped. `copy`: the bytes copied out of the files (a backend that
+// reads the weight views), else viewed in the mapping (`checkpoint`).
+struct UpdateRead {
+  std::vector<UpdateTensor> tensors;
+  std::shared_ptr<Checkpoint> checkpoint;  // set when the tensors view it
+};
+Result<UpdateRead> read_update_dir(const std::string& dir, const ModelConfig& served, bool copy);
 
 // The tensors of one safetensors file held in memory (a bucket), validated
 // as the file reader validates files; `what` names it in messages.

@@ -70,7 +70,10 @@ struct ModelWeights {
   Linear lm_head;         // [V, H]; the embedding when tie_word_embeddings
   std::vector<LayerWeights> layers;
 
-  std::unique_ptr<Checkpoint> checkpoint;               // backing store of a real load
+  // The mapped checkpoint the views point into: a real load's, or for a set
+  // built by a weight update from a directory, that directory's (its
+  // replaced tensors view it: model/weight_update.h).
+  std::shared_ptr<Checkpoint> checkpoint;
   std::vector<std::unique_ptr<uint8_t[]>> owned;        // backing store of a dummy load
 
   // Dummy weights for a GPU backend (LoadOptions::dummy_fp8_on_device): the

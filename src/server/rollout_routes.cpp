@@ -237,13 +237,13 @@ void handle_rollout_route(ServerContext& ctx, std::shared_ptr<HttpRequest> reque
     auto label = opt_string(body, "weight_version");
     if (!label.ok()) return error(400, label.status().message(), "weight_version");
     if (!rc.try_begin()) return error(409, "another weight update is being applied; try again after it");
-    auto tensors = read_update_dir(**dir, rc.config());
-    if (!tensors.ok()) {
+    auto read = read_update_dir(**dir, rc.config(), rc.copy_disk_updates());
+    if (!read.ok()) {
       rc.end();
-      return error(400, tensors.status().message() + " (nothing was replaced)", "model_path");
+      return error(400, read.status().message() + " (nothing was replaced)", "model_path");
     }
-    const size_t n = tensors->size();
-    auto next = build_updated_weights(*rc.current(), std::move(*tensors));
+    const size_t n = read->tensors.size();
+    auto next = build_updated_weights(*rc.current(), std::move(read->tensors), std::move(read->checkpoint));
     if (!next.ok()) {
       rc.end();
       return error(400, next.status().message() + " (nothing was replaced)", "model_path");

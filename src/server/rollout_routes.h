@@ -27,11 +27,15 @@ namespace m2::server {
 class RolloutControl {
  public:
   // `model_path`: the model directory's name (answers carry no server paths).
-  RolloutControl(std::shared_ptr<WeightSet> loaded, std::string model_path)
-      : current_(std::move(loaded)), model_path_(std::move(model_path)) {}
+  // `copy_disk_updates`: the backend reads the weight views (Backend::
+  // reads_weight_views), so a disk update's bytes are copied out of the files;
+  // else they are streamed from the mapping by the backend's update_weights.
+  RolloutControl(std::shared_ptr<WeightSet> loaded, std::string model_path, bool copy_disk_updates)
+      : current_(std::move(loaded)), model_path_(std::move(model_path)), copy_disk_updates_(copy_disk_updates) {}
 
   const ModelConfig& config() const { return current_->weights().config; }  // never changes
   const std::string& model_path() const { return model_path_; }
+  bool copy_disk_updates() const { return copy_disk_updates_; }
   int64_t version() const { return version_.load(); }
   std::string version_label() const;
   std::shared_ptr<WeightSet> current() const;
@@ -50,6 +54,7 @@ class RolloutControl {
   std::shared_ptr<WeightSet> current_;
   std::string label_;
   std::string model_path_;
+  bool copy_disk_updates_ = true;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> updating_{false};
 };

@@ -206,8 +206,9 @@ TEST(Fp8LmHead, WeightUpdateOfABf16HeadIsQuantisedLikeTheLoad) {
   auto set = wrap_loaded_weights(load(dir, true));
   const TensorView w = stored->lm_head.weight;
   UpdateTensor u{"lm_head.weight", w.dtype, w.shape, nullptr, "test"};
-  u.data.reset(new uint8_t[w.nbytes()]);
-  std::memcpy(u.data.get(), w.data, w.nbytes());
+  std::shared_ptr<uint8_t[]> bytes(new uint8_t[w.nbytes()]);
+  std::memcpy(bytes.get(), w.data, w.nbytes());
+  u.data = std::move(bytes);
   std::vector<UpdateTensor> up;
   up.push_back(std::move(u));
   auto next = build_updated_weights(*set, std::move(up));

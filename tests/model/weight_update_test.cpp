@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "model/greedy.h"
@@ -21,23 +22,30 @@ std::shared_ptr<WeightSet> load_set(const std::string& fixture) {
   return wrap_loaded_weights(std::move(*w));
 }
 
-UpdateTensor tensor_like(const TensorView& v, const std::string& name, uint8_t fill) {
+// A tensor of v's dtype and shape under `name`: its bytes `fill`, or copied
+// from `from`, then passed to `edit`.
+UpdateTensor tensor_like(const TensorView& v, const std::string& name, uint8_t fill, const void* from = nullptr,
+                         const std::function<void(uint8_t*)>& edit = {}) {
   UpdateTensor u;
   u.name = name;
   u.dtype = v.dtype;
   u.shape = v.shape;
-  u.data.reset(new uint8_t[v.nbytes()]);
-  std::memset(u.data.get(), fill, v.nbytes());
+  std::shared_ptr<uint8_t[]> bytes(new uint8_t[v.nbytes()]);
+  if (from) {
+    std::memcpy(bytes.get(), from, v.nbytes());
+  } else {
+    std::memset(bytes.get(), fill, v.nbytes());
+  }
+  if (edit) edit(bytes.get());
+  u.data = std::move(bytes);
   u.source = "test";
   return u;
 }
 
 // A copy of a served tensor's bytes, under its name.
-UpdateTensor copy_of(const WeightSet& set, const std::string& name) {
+UpdateTensor copy_of(const WeightSet& set, const std::string& name, const std::function<void(uint8_t*)>& edit = {}) {
   const TensorView v = weight_views(set.weights()).at(name);
-  UpdateTensor u = tensor_like(v, name, 0);
-  std::memcpy(u.data.get(), v.data, v.nbytes());
-  return u;
+  return tensor_like(v, name, 0, v.data, edit);
 }
 
 // A CPU model over one fixture's weights and a fixed prompt: the weight-swap
@@ -178,8 +186,10 @@ TEST(BuildUpdatedWeights, Fp8PairsReachTheForwardPass) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*before, *again);
   std::vector<UpdateTensor> up = same();
-  float* scale = reinterpret_cast<float*>(up[1].data.get());
-  for (int64_t i = 0; i < up[1].shape.numel(); ++i) scale[i] *= 2;
+  up[1] = copy_of(*set, w + ".weight_scale_inv", [&](uint8_t* bytes) {
+    float* scale = reinterpret_cast<float*>(bytes);
+    for (int64_t i = 0; i < up[1].shape.numel(); ++i) scale[i] *= 2;
+  });
   auto doubled = build_updated_weights(*set, std::move(up));
   ASSERT_TRUE(doubled.ok());
   const Linear& l = (*doubled)->weights().layers[0].o_proj;
@@ -225,17 +235,46 @@ TEST(ParseSafetensorsBytes, ReadsAndValidates) {
 
 TEST(ReadUpdateDir, ReadsACheckpointAndChecksItsConfig) {
   auto set = load_set("m2-tiny-bf16");
-  auto r = read_update_dir(test::data_path("m2-tiny-bf16"), set->weights().config);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->size(), expected_tensors(set->weights().config).size());
-  auto next = build_updated_weights(*set, std::move(*r));
-  ASSERT_TRUE(next.ok()) << next.status().message();
+  for (bool copy : {true, false}) {
+    auto r = read_update_dir(test::data_path("m2-tiny-bf16"), set->weights().config, copy);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->tensors.size(), expected_tensors(set->weights().config).size());
+    EXPECT_EQ(r->checkpoint == nullptr, copy);
+    auto next = build_updated_weights(*set, std::move(r->tensors), r->checkpoint);
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    EXPECT_EQ((*next)->weights().checkpoint, r->checkpoint);
+  }
   // Another model's checkpoint: refused by its config.json.
   auto fp8 = load_set("m2-aligned-fp8");
-  auto other = read_update_dir(test::data_path("m2-tiny-bf16"), fp8->weights().config);
+  auto other = read_update_dir(test::data_path("m2-tiny-bf16"), fp8->weights().config, true);
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("config.json"), std::string::npos) << other.status().message();
-  EXPECT_FALSE(read_update_dir(test::data_path("no-such-dir"), set->weights().config).ok());
+  EXPECT_FALSE(read_update_dir(test::data_path("no-such-dir"), set->weights().config, true).ok());
+}
+
+// Read without copying (a backend with copies of its own), every tensor
+// views the update's mapping, which its tensors keep alive, with the bytes
+// the copying read gives.
+TEST(ReadUpdateDir, ViewsTheMappingWhenNotCopying) {
+  auto set = load_set("m2-aligned-fp8");
+  const std::string dir = test::data_path("m2-aligned-fp8");
+  auto copied = read_update_dir(dir, set->weights().config, true);
+  auto viewed = read_update_dir(dir, set->weights().config, false);
+  ASSERT_TRUE(copied.ok() && viewed.ok());
+  ASSERT_EQ(copied->tensors.size(), viewed->tensors.size());
+  std::weak_ptr<Checkpoint> mapping = viewed->checkpoint;
+  for (size_t i = 0; i < viewed->tensors.size(); ++i) {
+    const UpdateTensor &c = copied->tensors[i], &v = viewed->tensors[i];
+    ASSERT_EQ(c.name, v.name);
+    const size_t n = static_cast<size_t>(v.shape.numel()) * dtype_size(v.dtype);
+    EXPECT_TRUE(viewed->checkpoint->locate(v.data.get()).has_value()) << v.name;
+    EXPECT_FALSE(viewed->checkpoint->locate(c.data.get()).has_value()) << c.name;
+    EXPECT_EQ(std::memcmp(c.data.get(), v.data.get(), n), 0) << v.name;
+  }
+  viewed->checkpoint.reset();
+  EXPECT_FALSE(mapping.expired());  // held by its tensors
+  viewed->tensors.clear();
+  EXPECT_TRUE(mapping.expired());
 }
 
 // The served logits follow the set the model is given, and the first set

@@ -49,6 +49,7 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   Status prepare_weights(ModelWeights& weights) override;
   Status update_weights(const ModelWeights& served, ModelWeights& next) override;  // runtime/weights.cpp
+  bool reads_weight_views() const override { return false; }
   std::shared_ptr<void> allocate(size_t bytes) override;
   void copy_to_host(const void* src, void* dst_host, size_t bytes) override;
   void copy_from_host(const void* src_host, void* dst, size_t bytes) override;

@@ -341,11 +341,12 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
   if (served.layers.size() != next.layers.size())
     return errorf("update_weights: {} layers served, {} in the update", served.layers.size(), next.layers.size());
   bind_device();
-  size_t bytes = 0, tensors = 0;
   // Two passes over the pairs (served, next): the first only checks, so that
-  // a refused update leaves every copy as it was; the second copies the
-  // changed bytes over served's device copies and gives next served's handles.
+  // a refused update leaves every copy as it was; the second lists the
+  // changed bytes' copies over served's device copies (then streamed from
+  // next's checkpoint in file order, as a load is) and gives next served's handles.
   bool copying = false;
+  std::vector<WeightCopy> copies;
   auto copy = [&](const void* dst, const TensorView& from, const TensorView& was, const char* what) -> Status {
     if (from.data == was.data || from.empty()) return Status();
     if (!copying) {
@@ -354,9 +355,7 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
                       dtype_name(was.dtype), was.shape.str());
       return Status();
     }
-    const cudaError_t e = cudaMemcpyAsync(const_cast<void*>(dst), from.data, from.nbytes(), cudaMemcpyDefault, stream_);
-    if (e != cudaSuccess) return errorf("update_weights: copying {} failed: {}", what, cudaGetErrorString(e));
-    bytes += from.nbytes(), ++tensors;
+    copies.push_back({from.data, static_cast<uint64_t>(from.nbytes()), const_cast<void*>(dst), what});
     return Status();
   };
   auto record_of = [&](Prepared p, const char* what) -> Result<const PreparedTensor*> {
@@ -405,10 +404,24 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
       if (copying) b.prepared_experts = a.prepared_experts;
     }
   }
-  const cudaError_t e = cudaStreamSynchronize(stream_);
-  if (e != cudaSuccess) return errorf("update_weights: the copies failed: {}", cudaGetErrorString(e));
+  // (The steps before are done: the copies below are synchronous, as a load's.)
+  cudaError_t e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) return errorf("update_weights: the step before failed: {}", cudaGetErrorString(e));
+  uint64_t bytes = 0;
+  for (const WeightCopy& c : copies) bytes += c.bytes;
+  WeightStreamOptions options;
+  options.label = fmt::format("weight update -> GPU {} ({} tensors)", device_, copies.size());
+  // (cudaMemcpyDefault: a host layer's experts are pinned host memory.)
+  M2_RETURN_IF_ERROR(stream_weights(
+      next.checkpoint.get(), copies,
+      [](const WeightCopy& c) {
+        const cudaError_t err = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyDefault);
+        if (err == cudaSuccess) return Status();
+        return errorf("update_weights: copying {} ({} bytes) failed: {}", c.what, c.bytes, cudaGetErrorString(err));
+      },
+      options));
   if (host_experts_) host_experts_->invalidate_staging();  // the staged copies may be of the old experts
-  log_debug("update_weights: {} tensors, {:.1f} MiB written in place", tensors, bytes / 1048576.0);
+  log_debug("update_weights: {} tensors, {:.1f} MiB written in place", copies.size(), bytes / 1048576.0);
   return Status();
 }
 
