@@ -6,8 +6,10 @@
 //   - of a large step it runs the GPU's kernels on a staged copy of the same
 //     bytes: bit-identical to the experts-on-the-GPU backend;
 //   - whole model: the prefill identical, the decode steps (CPU experts in
-//     fp32 against the GPU's decode MoE, graphs recorded and replayed)
-//     within 1e-4 relative (issue 22's bound) with the same greedy ids.
+//     fp32 against the GPU's decode MoE, graphs recorded and replayed, or
+//     eager under sync=on / graphs=off) with the same greedy ids and within
+//     1e-4 relative (issue 22's bound) or half of what reordering the
+//     attention's fp32 sums does to this model's logits, if more.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,36 +140,67 @@ TEST_F(HostExpertsTest, TwoWeightSetsOnOneBackendKeepTheirOwnExperts) {
 
 TEST_F(HostExpertsTest, WholeModelMatchesExpertsOnTheGpu) {
   const ModelConfig cfg = aligned_fp8_config(3, 4096);
+  // What fp32 reassociation alone does to this model's decode logits: the
+  // GPU-resident model replayed from graphs and run eagerly (the decode
+  // attention splits its keys by the recorded bound or by the context: the
+  // same sums in another order; one of the two is the run under test). This
+  // random model magnifies such differences to ~7e-4 (s19 run 50).
+  Loaded gpu = load(cfg, make_cuda_backend(0, test_options()));
+  Loaded replayed = load(cfg, make_cuda_backend(0, test_options("sync=off,graphs=on")));
+  Loaded eager = load(cfg, make_cuda_backend(0, test_options("graphs=off")));
+  MiniMaxM2 mg(*gpu.w, *gpu.b), mr(*replayed.w, *replayed.b), me(*eager.w, *eager.b);
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(40);
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % cfg.vocab_size);
+  const int64_t V = cfg.vocab_size;
+  constexpr int kSteps = 24;
+  // The GPU-resident run: its greedy tokens and logits, and the reassociation noise.
+  SingleSequence sg(mg, 128, 16, DType::kBF16), sr(mr, 128, 16, DType::kBF16), se(me, 128, 16, DType::kBF16);
+  std::vector<float> lg, lo;
+  std::vector<std::vector<float>> gpu_logits;
+  ASSERT_TRUE(sg.run(prompt, 0, true, mg, &lg).ok());
+  ASSERT_TRUE(sr.run(prompt, 0, true, mr, &lo).ok());
+  ASSERT_TRUE(se.run(prompt, 0, true, me, &lo).ok());
+  const std::vector<float> gpu_prefill = lg;
+  std::vector<int32_t> tokens;
+  int32_t next = static_cast<int32_t>(std::max_element(lg.end() - V, lg.end()) - (lg.end() - V));
+  double noise = 0;
+  for (int step = 0; step < kSteps; ++step) {  // decode: recorded as a graph, then replayed
+    const int32_t tok[1] = {next};
+    tokens.push_back(next);
+    ASSERT_TRUE(sg.run(tok, 40 + step, false, mg, &lg).ok());
+    for (auto [s, m] : {std::pair{&sr, &mr}, std::pair{&se, &me}}) {
+      ASSERT_TRUE(s->run(tok, 40 + step, false, *m, &lo).ok());
+      noise = std::max(noise, rel_l2(lo.data(), lg.data(), V));
+    }
+    gpu_logits.push_back(lg);
+    next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+  }
+  // The bound: 1e-4 (issue 22), or half of what reassociation alone does.
+  const double bound = std::max(1e-4, noise / 2);
   for (int host_layers : {1, 2, 3}) {
     Loaded host = load(cfg, make_cuda_backend(0, offload_options(host_layers)));
-    Loaded gpu = load(cfg, make_cuda_backend(0, test_options()));
-    MiniMaxM2 mh(*host.w, *host.b), mg(*gpu.w, *gpu.b);
-    std::mt19937 rng(3);
-    std::vector<int32_t> prompt(40);
-    for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % cfg.vocab_size);
-    SingleSequence sh(mh, 128, 16, DType::kBF16), sg(mg, 128, 16, DType::kBF16);
-    std::vector<float> lh, lg;
+    MiniMaxM2 mh(*host.w, *host.b);
+    SingleSequence sh(mh, 128, 16, DType::kBF16);
+    std::vector<float> lh;
     ASSERT_TRUE(sh.run(prompt, 0, true, mh, &lh).ok());
-    ASSERT_TRUE(sg.run(prompt, 0, true, mg, &lg).ok());
-    ASSERT_EQ(lh.size(), lg.size());
-    EXPECT_EQ(std::memcmp(lh.data(), lg.data(), lh.size() * 4), 0) << host_layers << " host layers: prefill differs";
-    const int64_t V = cfg.vocab_size;
-    int32_t next = static_cast<int32_t>(std::max_element(lg.end() - V, lg.end()) - (lg.end() - V));
+    ASSERT_EQ(lh.size(), gpu_prefill.size());
+    EXPECT_EQ(std::memcmp(lh.data(), gpu_prefill.data(), lh.size() * 4), 0) << host_layers << " host layers: prefill differs";
     double worst = 0;
-    for (int step = 0; step < 24; ++step) {  // decode: recorded as a graph, then replayed
-      const int32_t tok[1] = {next};
+    for (int step = 0; step < kSteps; ++step) {
+      const int32_t tok[1] = {tokens[step]};
       ASSERT_TRUE(sh.run(tok, 40 + step, false, mh, &lh).ok());
-      ASSERT_TRUE(sg.run(tok, 40 + step, false, mg, &lg).ok());
-      worst = std::max(worst, rel_l2(lh.data(), lg.data(), V));
-      const int32_t ah = static_cast<int32_t>(std::max_element(lh.begin(), lh.end()) - lh.begin());
-      next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-      EXPECT_EQ(ah, next) << host_layers << " host layers, step " << step;
+      const std::vector<float>& want = gpu_logits[step];
+      worst = std::max(worst, rel_l2(lh.data(), want.data(), V));
+      const auto ah = std::max_element(lh.begin(), lh.end()) - lh.begin();
+      const auto ag = std::max_element(want.begin(), want.end()) - want.begin();
+      EXPECT_EQ(ah, ag) << host_layers << " host layers, step " << step;
     }
-    EXPECT_LE(worst, 1e-4) << host_layers << " host layers: decode logits";
-    std::printf("%d host layers: decode logits within %.2e (relative L2) of the GPU-resident experts\n", host_layers,
-                worst);
+    EXPECT_LE(worst, bound) << host_layers << " host layers: decode logits";
+    std::printf("%d host layers: decode logits within %.2e (relative L2) of the GPU-resident experts; bound %.2e "
+                "(graphs against eager alone: %.2e)\n",
+                host_layers, worst, bound, noise);
   }
 }
-
 }  // namespace
 }  // namespace m2::test
