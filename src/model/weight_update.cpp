@@ -7,6 +7,7 @@
 #include <set>
 
 #include "model/lm_head_quant.h"
+#include "util/mapped_file.h"
 #include "util/log.h"
 
 namespace m2 {
@@ -23,9 +24,38 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void add_linear(std::map<std::string, TensorView>& m, const std::string& prefix, const Linear& l) {
-  m[prefix + ".weight"] = l.weight;
-  if (!l.scale_inv.empty()) m[prefix + ".weight_scale_inv"] = l.scale_inv;
+// Calls f(checkpoint name, view) for every tensor view of w (the tied
+// lm_head is the embedding: not visited twice). W: ModelWeights, const or not.
+template <class W, class F>
+void visit_views(W& w, F&& f) {
+  auto linear = [&](const std::string& prefix, auto& l) {
+    f(prefix + ".weight", l.weight);
+    if (!l.scale_inv.empty()) f(prefix + ".weight_scale_inv", l.scale_inv);
+  };
+  const ModelConfig& c = w.config;
+  f(std::string("model.embed_tokens.weight"), w.embed);
+  f(std::string("model.norm.weight"), w.final_norm);
+  if (!c.tie_word_embeddings) linear("lm_head", w.lm_head);
+  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
+    auto& L = w.layers[l];
+    const std::string p = fmt::format("model.layers.{}.", l);
+    f(p + "input_layernorm.weight", L.input_norm);
+    f(p + "post_attention_layernorm.weight", L.post_attention_norm);
+    linear(p + "self_attn.q_proj", L.q_proj);
+    linear(p + "self_attn.k_proj", L.k_proj);
+    linear(p + "self_attn.v_proj", L.v_proj);
+    linear(p + "self_attn.o_proj", L.o_proj);
+    if (!L.q_norm.empty()) f(p + "self_attn.q_norm.weight", L.q_norm);
+    if (!L.k_norm.empty()) f(p + "self_attn.k_norm.weight", L.k_norm);
+    f(p + "block_sparse_moe.gate.weight", L.router);
+    if (!L.router_bias.empty()) f(p + "block_sparse_moe.e_score_correction_bias", L.router_bias);
+    for (int e = 0; e < static_cast<int>(L.experts.size()); ++e) {
+      const std::string ep = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+      linear(ep + "w1", L.experts[e].w1);
+      linear(ep + "w2", L.experts[e].w2);
+      linear(ep + "w3", L.experts[e].w3);
+    }
+  }
 }
 
 // A served head quantised at load (--lm-head-dtype fp8, lm_head_quant.h)
@@ -71,32 +101,43 @@ std::shared_ptr<WeightSet> wrap_loaded_weights(std::unique_ptr<ModelWeights> loa
 }
 
 std::map<std::string, TensorView> weight_views(const ModelWeights& w) {
-  const ModelConfig& c = w.config;
   std::map<std::string, TensorView> m;
-  m["model.embed_tokens.weight"] = w.embed;
-  m["model.norm.weight"] = w.final_norm;
-  if (!c.tie_word_embeddings) add_linear(m, "lm_head", w.lm_head);
-  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
-    const LayerWeights& L = w.layers[l];
-    const std::string p = fmt::format("model.layers.{}.", l);
-    m[p + "input_layernorm.weight"] = L.input_norm;
-    m[p + "post_attention_layernorm.weight"] = L.post_attention_norm;
-    add_linear(m, p + "self_attn.q_proj", L.q_proj);
-    add_linear(m, p + "self_attn.k_proj", L.k_proj);
-    add_linear(m, p + "self_attn.v_proj", L.v_proj);
-    add_linear(m, p + "self_attn.o_proj", L.o_proj);
-    if (!L.q_norm.empty()) m[p + "self_attn.q_norm.weight"] = L.q_norm;
-    if (!L.k_norm.empty()) m[p + "self_attn.k_norm.weight"] = L.k_norm;
-    m[p + "block_sparse_moe.gate.weight"] = L.router;
-    if (!L.router_bias.empty()) m[p + "block_sparse_moe.e_score_correction_bias"] = L.router_bias;
-    for (int e = 0; e < static_cast<int>(L.experts.size()); ++e) {
-      const std::string ep = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
-      add_linear(m, ep + "w1", L.experts[e].w1);
-      add_linear(m, ep + "w2", L.experts[e].w2);
-      add_linear(m, ep + "w3", L.experts[e].w3);
-    }
-  }
+  visit_views(w, [&](const std::string& name, const TensorView& v) { m[name] = v; });
   return m;
+}
+
+Status release_replaced_bytes(WeightSet& set) {
+  if (!set.rebound || set.replaced.empty()) return Status();
+  // One reservation for the released tensors, each view at its own 64-byte
+  // aligned offset (an empty view too: its address stays unique).
+  std::map<std::string, uint64_t> offsets;
+  uint64_t total = 0;
+  visit_views(*set.rebound, [&](const std::string& name, const TensorView& v) {
+    if (!set.replaced.count(name)) return;
+    offsets[name] = total;
+    total += (static_cast<uint64_t>(v.nbytes()) + 64) / 64 * 64;
+  });
+  M2_ASSIGN_OR_RETURN(std::shared_ptr<void> region, reserve_inaccessible(total));
+  const auto* base = static_cast<const uint8_t*>(region.get());
+  visit_views(*set.rebound, [&](const std::string& name, TensorView& v) {
+    if (auto it = offsets.find(name); it != offsets.end()) v.data = base + it->second;
+  });
+  if (set.rebound->config.tie_word_embeddings) set.rebound->lm_head.weight.data = set.rebound->embed.data;  // (as bound)
+  set.replaced.clear();
+  // Earlier reservations are kept while a view still points into one (the
+  // tensors this update left as they were).
+  std::vector<WeightSet::StandIn> kept{{region, total}};
+  for (WeightSet::StandIn& r : set.stand_ins) {
+    const auto* b = static_cast<const uint8_t*>(r.region.get());
+    bool used = false;
+    visit_views(*set.rebound, [&](const std::string&, const TensorView& v) {
+      const auto* d = static_cast<const uint8_t*>(v.data);
+      used = used || (d >= b && d < b + r.bytes);
+    });
+    if (used) kept.push_back(std::move(r));
+  }
+  set.stand_ins = std::move(kept);
+  return Status();
 }
 
 Status check_update_tensors(const ModelWeights& served, std::span<const UpdateTensor> updates) {
@@ -152,6 +193,7 @@ Result<std::shared_ptr<WeightSet>> build_updated_weights(const WeightSet& curren
   auto next = std::make_shared<WeightSet>();
   next->origin = current.origin;
   next->replaced = current.replaced;
+  next->stand_ins = current.stand_ins;
   for (UpdateTensor& u : updates) {
     TensorView& v = views[u.name];
     v.data = u.data.get();

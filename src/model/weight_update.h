@@ -37,17 +37,34 @@ struct UpdateTensor {
 // Views of tensors never replaced point into `origin` (the load's mapping or
 // dummy buffers); `replaced` owns the bytes of every tensor replaced since the
 // load (the latest value of each), so memory stays the load plus one copy of
-// the replaced tensors however many updates run.
+// the replaced tensors however many updates run; on a GPU none of them once
+// swapped in (release_replaced_bytes).
 struct WeightSet {
   std::shared_ptr<ModelWeights> origin;  // the load
   std::unique_ptr<ModelWeights> rebound;  // null for the load itself
   std::map<std::string, std::shared_ptr<const uint8_t[]>> replaced;
+  // Address space that released tensors' views point into (release_replaced_bytes).
+  struct StandIn {
+    std::shared_ptr<void> region;
+    uint64_t bytes = 0;
+  };
+  std::vector<StandIn> stand_ins;
 
   ModelWeights& weights() { return rebound ? *rebound : *origin; }
   const ModelWeights& weights() const { return rebound ? *rebound : *origin; }
 };
 
 std::shared_ptr<WeightSet> wrap_loaded_weights(std::unique_ptr<ModelWeights> loaded);
+
+// For a backend that computes from copies of its own (Backend::
+// reads_weight_views false), once `set` is swapped in: the host bytes of the
+// tensors replaced since the load are not read again, so they are released
+// (heap copies freed, mapped files' views dropped) and their views point at
+// reserved inaccessible address space instead (a read faults rather than
+// reading garbage). Each address stays unique while a set holds it, so the
+// next update still tells which tensors it changes by their views (Backend::
+// update_weights), and a host keeps no copy of a model it updates each step.
+Status release_replaced_bytes(WeightSet& set);
 
 // Every tensor view of a weight set by checkpoint name (the tied lm_head is
 // the embedding: not listed twice).

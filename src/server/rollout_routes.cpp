@@ -92,6 +92,10 @@ void apply_update(ServerContext& ctx, std::shared_ptr<HttpRequest> request, std:
                                                 {"message", "the weights could not be swapped in (the old ones still "
                                                             "serve): " + s.message()}}));
     }
+    // A backend with copies of its own reads the new host bytes no more.
+    if (!rc.backend_reads_weight_views())
+      if (Status r = release_replaced_bytes(*next); !r.ok())
+        log_warn("{}: the replaced tensors' host bytes are kept: {}", what, r.message());
     rc.commit(std::move(next), label);
     rc.end();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -237,7 +241,7 @@ void handle_rollout_route(ServerContext& ctx, std::shared_ptr<HttpRequest> reque
     auto label = opt_string(body, "weight_version");
     if (!label.ok()) return error(400, label.status().message(), "weight_version");
     if (!rc.try_begin()) return error(409, "another weight update is being applied; try again after it");
-    auto read = read_update_dir(**dir, rc.config(), rc.copy_disk_updates());
+    auto read = read_update_dir(**dir, rc.config(), rc.backend_reads_weight_views());
     if (!read.ok()) {
       rc.end();
       return error(400, read.status().message() + " (nothing was replaced)", "model_path");

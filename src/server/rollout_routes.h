@@ -27,15 +27,16 @@ namespace m2::server {
 class RolloutControl {
  public:
   // `model_path`: the model directory's name (answers carry no server paths).
-  // `copy_disk_updates`: the backend reads the weight views (Backend::
-  // reads_weight_views), so a disk update's bytes are copied out of the files;
-  // else they are streamed from the mapping by the backend's update_weights.
-  RolloutControl(std::shared_ptr<WeightSet> loaded, std::string model_path, bool copy_disk_updates)
-      : current_(std::move(loaded)), model_path_(std::move(model_path)), copy_disk_updates_(copy_disk_updates) {}
+  // `reads_weight_views`: the backend's (Backend::reads_weight_views). When
+  // true a disk update's bytes are copied out of the files; else they are
+  // streamed from the mapping by the backend's update_weights, and every
+  // update's host bytes are released once swapped in (release_replaced_bytes).
+  RolloutControl(std::shared_ptr<WeightSet> loaded, std::string model_path, bool reads_weight_views)
+      : current_(std::move(loaded)), model_path_(std::move(model_path)), reads_weight_views_(reads_weight_views) {}
 
   const ModelConfig& config() const { return current_->weights().config; }  // never changes
   const std::string& model_path() const { return model_path_; }
-  bool copy_disk_updates() const { return copy_disk_updates_; }
+  bool backend_reads_weight_views() const { return reads_weight_views_; }
   int64_t version() const { return version_.load(); }
   std::string version_label() const;
   std::shared_ptr<WeightSet> current() const;
@@ -54,7 +55,7 @@ class RolloutControl {
   std::shared_ptr<WeightSet> current_;
   std::string label_;
   std::string model_path_;
-  bool copy_disk_updates_ = true;
+  bool reads_weight_views_ = true;
   std::atomic<int64_t> version_{0};
   std::atomic<bool> updating_{false};
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <set>
 
 #include "model/greedy.h"
 #include "model/minimax_m2.h"
@@ -279,6 +280,47 @@ TEST(ReadUpdateDir, ViewsTheMappingWhenNotCopying) {
 
 // The served logits follow the set the model is given, and the first set
 // still gives the first logits.
+// Released host bytes (a backend with copies of its own): the replaced
+// views move to reserved addresses, unique among all views, the others keep
+// theirs, and an update built from the released set differs from it in
+// exactly its own tensors' views (what update_weights copies). A reservation
+// no view points into any more is dropped.
+TEST(ReleaseReplacedBytes, KeepsViewsUniqueAndUpdatesComparable) {
+  auto set = load_set("m2-tiny-fp8");
+  const std::string q = "model.layers.0.self_attn.q_proj.";
+  auto update = [&](const WeightSet& from, std::vector<std::string> names, uint8_t fill) {
+    std::vector<UpdateTensor> up;
+    for (const std::string& n : names) up.push_back(tensor_like(weight_views(from.weights()).at(n), n, fill));
+    auto next = build_updated_weights(from, std::move(up));
+    EXPECT_TRUE(next.ok()) << next.status().message();
+    return *next;
+  };
+  const auto loaded = weight_views(set->weights());
+  std::shared_ptr<WeightSet> a = update(*set, {"model.norm.weight", q + "weight", q + "weight_scale_inv"}, 0x20);
+  ASSERT_TRUE(release_replaced_bytes(*a).ok());
+  EXPECT_TRUE(a->replaced.empty());
+  ASSERT_EQ(a->stand_ins.size(), 1u);
+  const auto released = weight_views(a->weights());
+  std::set<const void*> addresses;
+  for (const auto& [name, v] : released) {
+    const bool moved = name == "model.norm.weight" || name.rfind(q, 0) == 0;
+    EXPECT_EQ(v.data != loaded.at(name).data, moved) << name;
+    EXPECT_TRUE(addresses.insert(v.data).second) << name << ": another view has its address";
+  }
+  EXPECT_EQ(a->weights().layers[0].q_proj.weight.data, released.at(q + "weight").data);
+  // The next update (q_proj again, and the router) from the released set.
+  std::shared_ptr<WeightSet> b = update(*a, {q + "weight", q + "weight_scale_inv", "model.layers.0.block_sparse_moe.gate.weight"}, 0x30);
+  std::set<std::string> changed;
+  for (const auto& [name, v] : weight_views(b->weights()))
+    if (v.data != released.at(name).data) changed.insert(name);
+  EXPECT_EQ(changed, (std::set<std::string>{q + "weight", q + "weight_scale_inv", "model.layers.0.block_sparse_moe.gate.weight"}));
+  ASSERT_TRUE(release_replaced_bytes(*b).ok());
+  ASSERT_EQ(b->stand_ins.size(), 2u);  // the norm still points into a's
+  std::shared_ptr<WeightSet> c = update(*b, {"model.norm.weight"}, 0x40);
+  ASSERT_TRUE(release_replaced_bytes(*c).ok());
+  EXPECT_EQ(c->stand_ins.size(), 2u);  // a's reservation is no longer pointed into: dropped
+}
+
 TEST(SetWeights, ForwardUsesTheSwappedSet) {
   SwappableModel m("m2-tiny-bf16", {1, 5, 9, 200, 17});
   const std::shared_ptr<WeightSet>& set = m.set;
@@ -347,8 +389,11 @@ TEST(RoutingReplay, CaptureAndReplay) {
     for (int64_t t = 0; t < T; ++t)
       for (int j = 0; j < k; ++j) {
         const size_t i = static_cast<size_t>((l * T + t) * k + j);
-        if (t == 0) EXPECT_EQ(got[i], other[i]);
-        else if (l == 0) EXPECT_EQ(got[i], natural[i]);  // layer 0's input does not depend on row 0's routing
+        if (t == 0) {
+          EXPECT_EQ(got[i], other[i]);
+        } else if (l == 0) {
+          EXPECT_EQ(got[i], natural[i]);  // layer 0's input does not depend on row 0's routing
+        }
       }
   // Bad forced ids are refused, not run.
   SingleSequence seq(model, T, 16, DType::kF32);

@@ -2,12 +2,15 @@
 // (tests/backend/ops_conformance_test.cpp): the dummy FP8 weights it
 // generates on the GPU, a weight update written over the prepared copies in
 // place, and a missing device refused.
+#include <cstring>
+
 #include "backend/cuda/runtime/device_types.h"
 #include "backend/cuda/runtime/dummy_fill.h"
 #include "../cuda_test_util.h"
 #include "backend/cuda/runtime/device_buffer.h"
 #include "model/dummy_values.h"
 #include "model/minimax_m2.h"
+#include "model/weight_update.h"
 
 namespace m2::test {
 namespace {
@@ -98,6 +101,70 @@ TEST(CudaBackend, WeightUpdateWritesTheServedCopiesInPlace) {
   std::vector<float> again;
   ASSERT_TRUE(gm.forward(in, *gcache, &again).ok());
   EXPECT_EQ(again, after);
+}
+
+// Weight sets as the server builds them: after each swap the replaced
+// tensors' host bytes are released (release_replaced_bytes: their views then
+// point at reserved address space), and the next update, built from that
+// set, still writes exactly what it changes: the GPU forward equals the CPU's
+// on the same values after each of two updates that overlap.
+TEST(CudaBackend, UpdatesReleasedOnTheHostStillTellWhatChanges) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto c = load_config_from(data_path("m2-tiny-fp8"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto g0 = make_dummy_weights(*c, 5), c0 = make_dummy_weights(*c, 5);
+  auto v6 = make_dummy_weights(*c, 6), v7 = make_dummy_weights(*c, 7);
+  ASSERT_TRUE(g0.ok() && c0.ok() && v6.ok() && v7.ok());
+  std::shared_ptr<WeightSet> gset = wrap_loaded_weights(std::move(*g0)), cset = wrap_loaded_weights(std::move(*c0));
+  auto gpu = make_cuda_backend(0);
+  auto cpu = make_cpu_backend();
+  ASSERT_TRUE(gpu && gpu->prepare_weights(gset->weights()).ok());
+  MiniMaxM2 gm(gset->weights(), *gpu), cm(cset->weights(), *cpu);
+  auto gcache = gm.make_kv_cache(16, 8, DType::kBF16);
+  auto ccache = cm.make_kv_cache(16, 8, DType::kBF16);
+  StepInput in;
+  for (int i = 0; i < 20; ++i) in.tokens.push_back((i * 7919) % c->vocab_size), in.positions.push_back(i), in.slots.push_back(i);
+  const std::vector<int32_t> table = {0, 1};
+  in.seqs.push_back({0, 20, 20, table});
+  in.logit_rows = {19};
+  // Named tensors of `from`, their bytes copied.
+  auto take = [](const ModelWeights& from, std::initializer_list<const char*> names) {
+    const auto views = weight_views(from);
+    std::vector<UpdateTensor> out;
+    for (const char* n : names) {
+      const TensorView& v = views.at(n);
+      std::shared_ptr<uint8_t[]> bytes(new uint8_t[v.nbytes()]);
+      std::memcpy(bytes.get(), v.data, v.nbytes());
+      out.push_back({n, v.dtype, v.shape, std::move(bytes), "test"});
+    }
+    return out;
+  };
+  const std::string q = "model.layers.0.self_attn.q_proj.", w2 = "model.layers.1.block_sparse_moe.experts.3.w2.";
+  const std::vector<std::pair<const ModelWeights*, std::vector<std::string>>> updates = {
+      {v6->get(), {"model.norm.weight", q + "weight", q + "weight_scale_inv", w2 + "weight", w2 + "weight_scale_inv"}},
+      {v7->get(), {q + "weight", q + "weight_scale_inv", "model.layers.0.block_sparse_moe.gate.weight"}}};
+  std::vector<float> got, want;
+  ASSERT_TRUE(gm.forward(in, *gcache, &got).ok());
+  for (const auto& [from, names] : updates) {
+    std::vector<UpdateTensor> gu, cu;
+    for (const std::string& n : names) {
+      auto a = take(*from, {n.c_str()}), b = take(*from, {n.c_str()});
+      gu.push_back(std::move(a[0])), cu.push_back(std::move(b[0]));
+    }
+    auto gnext = build_updated_weights(*gset, std::move(gu));
+    auto cnext = build_updated_weights(*cset, std::move(cu));
+    ASSERT_TRUE(gnext.ok() && cnext.ok());
+    ASSERT_TRUE(gpu->update_weights(gset->weights(), (*gnext)->weights()).ok());
+    gm.set_weights((*gnext)->weights());
+    ASSERT_TRUE(release_replaced_bytes(**gnext).ok());
+    EXPECT_TRUE((*gnext)->replaced.empty());
+    EXPECT_FALSE((*gnext)->stand_ins.empty());
+    gset = *gnext, cset = *cnext;  // (the old sets' bytes go)
+    cm.set_weights(cset->weights());
+    ASSERT_TRUE(gm.forward(in, *gcache, &got).ok());
+    ASSERT_TRUE(cm.forward(in, *ccache, &want).ok());
+    EXPECT_LT(rel_error(got, want), 2e-3) << names.size() << " tensors updated";
+  }
 }
 
 TEST(CudaBackend, RefusesAMissingDevice) {
