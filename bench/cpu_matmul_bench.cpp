@@ -1,6 +1,7 @@
 // CPU matmul kernels at M2 shapes, per dtype and token count, reporting the
 // bytes of weights streamed per second (decode is bound by memory bandwidth)
 // and FLOP/s. Compare with `m2cpp bench roofline` on the same machine.
+// M2CPP_THREADS sets the thread count.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -54,4 +55,12 @@ BENCHMARK_CAPTURE(BM_Matmul, big_fp8, DType::kF8E4M3, 65536, 3072)->Arg(1)->Unit
 }  // namespace
 }  // namespace m2::cpu
 
-BENCHMARK_MAIN();
+// M2CPP_THREADS=N: the pool's threads (default: the hardware's).
+int main(int argc, char** argv) {
+  if (const char* t = std::getenv("M2CPP_THREADS")) m2::ThreadPool::set_global_threads(std::atoi(t));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "../cuda_test_util.h"
@@ -133,6 +134,39 @@ TEST_F(HostExpertsTest, TwoWeightSetsOnOneBackendKeepTheirOwnExperts) {
       const auto got = moe_on(*a.b, (*wb)->layers[layer], x, ids, wts, T, H, k);
       const auto want = T > 8 ? moe_on(*gpu_b.b, gpu_b.w->layers[layer], x, ids, wts, T, H, k)
                               : moe_on(*cpu_b.b, cpu_b.w->layers[layer], x, ids, wts, T, H, k);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "T=" << T << " layer " << layer;
+    }
+  }
+}
+
+// A weight update (Backend::update_weights) writes the host layers' pinned
+// experts in place: afterwards both paths compute with the new experts (the
+// staged copy of an old layer is not reused).
+TEST_F(HostExpertsTest, AWeightUpdateRewritesTheHostExperts) {
+  const ModelConfig cfg = aligned_fp8_config(3, 4096);
+  Loaded a = load(cfg, make_cuda_backend(0, offload_options(cuda::CudaOptions::kCpuMoeAll)), 11);
+  auto wb = make_dummy_weights(cfg, 12);
+  ASSERT_TRUE(wb.ok());
+  Loaded gpu_b = load(cfg, make_cuda_backend(0, test_options()), 12);
+  Loaded cpu_b = load(cfg, make_cpu_backend(), 12);
+  const int64_t H = cfg.hidden_size;
+  const int k = cfg.num_experts_per_tok;
+  std::mt19937 rng(4);
+  std::vector<float> x(40 * H), wts(40 * k, 0.25f);
+  std::vector<int32_t> ids(40 * k);
+  std::normal_distribution<float> n(0, 1);
+  for (float& v : x) v = n(rng);
+  for (int64_t t = 0; t < 40; ++t)
+    for (int j = 0; j < k; ++j) ids[t * k + j] = static_cast<int32_t>((t + 5 * j) % cfg.num_local_experts);
+  moe_on(*a.b, a.w->layers[1], x, ids, wts, 40, H, k);  // layer 1 of the old set staged
+  ASSERT_TRUE(a.b->update_weights(*a.w, **wb).ok());
+  for (int64_t T : {40, 3}) {
+    const std::vector<float> xt(x.begin(), x.begin() + T * H), wt(wts.begin(), wts.begin() + T * k);
+    const std::vector<int32_t> it(ids.begin(), ids.begin() + T * k);
+    for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
+      const auto got = moe_on(*a.b, (*wb)->layers[layer], xt, it, wt, T, H, k);
+      const auto want = T > 8 ? moe_on(*gpu_b.b, gpu_b.w->layers[layer], xt, it, wt, T, H, k)
+                              : moe_on(*cpu_b.b, cpu_b.w->layers[layer], xt, it, wt, T, H, k);
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "T=" << T << " layer " << layer;
     }
   }
