@@ -173,6 +173,10 @@ class Backend {
   // applies it. Only called when supports_tensor_parallel() (the defaults
   // do nothing; the model refuses a group on a backend without them).
   virtual bool supports_tensor_parallel() const { return false; }
+  // Whether the activations (allocate()) are host memory the communicator
+  // may read (CPU); else a group's collectives go through copy_to_host /
+  // copy_from_host (stage_through_host, model/communicator.h).
+  virtual bool activations_on_host() const { return true; }
   // ss [T, 2] fp32: (Σ_j q[t, j]², Σ_j k[t, j]²) of every row of this rank's
   // q [T, q_cols] and k [T, k_cols].
   virtual void qk_sum_squares(Act q, Act k, Act ss) {}

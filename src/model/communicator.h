@@ -2,7 +2,8 @@
 // model (model/tensor_parallel.h). Every rank calls the same collectives in
 // the same order; each call returns once every rank has taken part. Buffers
 // are in the memory of the rank's backend (the in-process implementation:
-// host memory; NCCL and a peer-to-peer one, later: device memory).
+// host memory, or a device's through stage_through_host; NCCL and a
+// peer-to-peer one, later: device memory directly).
 //
 // Results are the same bits on every rank (the routers of all ranks read the
 // reduced hidden state and must pick the same experts), so a sum is formed
@@ -15,6 +16,8 @@
 #include <vector>
 
 namespace m2 {
+
+class Backend;  // model/backend.h
 
 class Communicator {
  public:
@@ -38,5 +41,12 @@ class Communicator {
 // must be used by one thread at a time. Every rank must call every
 // collective: a rank that skips one leaves the others waiting.
 std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size);
+
+// `inner` (host buffers) for a rank whose collectives name buffers in
+// `backend`'s memory (a GPU's): each collective copies them to the host,
+// runs inner's on the copies and copies the result back, so the group's
+// results are inner's bits. Slow (a round trip per collective): the oracle
+// and the fallback of a device communicator (NCCL, peer to peer).
+std::unique_ptr<Communicator> stage_through_host(std::unique_ptr<Communicator> inner, Backend& backend);
 
 }  // namespace m2

@@ -19,9 +19,15 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
     if (!rank.backend->supports_tensor_parallel())
       return errorf("--tensor-parallel-size {}: the {} backend does not implement tensor parallelism yet", n,
                     rank.backend->name());
+    // (A device backend stacks every expert of a layer alike: another rank's
+    // empty experts would not upload.)
+    if (parallel.expert_parallel && !rank.backend->activations_on_host())
+      return errorf("--enable-expert-parallel: not implemented on the {} backend yet (tensor parallelism without it is)",
+                    rank.backend->name());
     M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, r));
     M2_RETURN_IF_ERROR(rank.backend->prepare_weights(*rank.weights));
-    rank.comm = std::move(comms[r]);
+    rank.comm = rank.backend->activations_on_host() ? std::move(comms[r])
+                                                    : stage_through_host(std::move(comms[r]), *rank.backend);
     rank.model = std::make_unique<MiniMaxM2>(*rank.weights, *rank.backend, rank.comm.get());
   }
   for (int r = 0; r < n; ++r) g->ranks_[r].thread = std::thread([p = g.get(), r] { p->worker(r); });

@@ -14,9 +14,10 @@
 //
 // Tensor parallelism: a rank holds a slice of the heads, so the kernel first
 // reduces its local sums of squares of q and k (a [T, 2] quantity), then
-// divides by the *global* widths (q_norm_width, kv_norm_width). A TP version
-// all-reduces those two sums between the two phases; on one GPU the local
-// sums are the global ones.
+// divides by the *global* widths (q_norm_width, kv_norm_width). Under tensor
+// parallelism it runs twice: once to write those sums (sums_out), which the
+// ranks all-reduce, and once to apply the reduced ones (sums_in); on one GPU
+// the local sums are the global ones.
 //
 // Rounding follows the CPU backend op for op: fp64 statistics and angles
 // (inverse frequencies from the host by the same std::pow formula), (x * inv)
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
   const float4 vv = store_v ? reinterpret_cast<const float4*>(a.v + t * a.kv_dim)[threadIdx.x] : make_float4(0.f, 0.f, 0.f, 0.f);
   const int64_t slot_base = slot >= 0 ? slot * a.kv_dim : -1;
   const int half = a.rotary_dim / 2;
-  if (threadIdx.x < half) {
+  if (threadIdx.x < half && !a.sums_out) {
     const int i = threadIdx.x;
     double sn, cn;  // one argument reduction for both
     sincos(a.positions[t] * a.inv_freq[i], &sn, &cn);
@@ -101,6 +102,11 @@ __global__ void __launch_bounds__(kThreads, kThreads == 1024 ? 1 : 4) qk_norm_ro
     (c < nq4 ? sq : sk) += s;
   }
   block_sum2(sq, sk, scratch);
+  if (a.sums_out) {  // (uniform over the block)
+    if (threadIdx.x == 0) a.sums_out[2 * t] = static_cast<float>(sq), a.sums_out[2 * t + 1] = static_cast<float>(sk);
+    return;
+  }
+  if (a.sums_in) sq = a.sums_in[2 * t], sk = a.sums_in[2 * t + 1];
   const double eps = a.eps;
   const float inv_q = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(a.q_norm_width) + eps));
   const float inv_k = static_cast<float>(1.0 / sqrt(sk / static_cast<double>(a.kv_norm_width) + eps));

@@ -22,6 +22,12 @@ struct QkNormRopeArgs {
   // Widths the mean of squares is taken over: q_dim and kv_dim on one GPU,
   // the full widths when q/k are head shards of a tensor-parallel group.
   int64_t q_norm_width = 0, kv_norm_width = 0;
+  // Tensor parallelism (Backend::qk_sum_squares / qk_norm_rope_sums): with
+  // sums_out [T, 2] the kernel only writes each row's (Σ q², Σ k²) there (fp32)
+  // and stops; with sums_in [T, 2] (the sums all-reduced over the ranks) it
+  // takes them instead of its own. Either null: the one-GPU step.
+  float* sums_out = nullptr;
+  const float* sums_in = nullptr;
   float eps = 1e-6f;
   const int32_t* positions = nullptr;  // [T]
   int head_dim = 0, rotary_dim = 0;

@@ -277,6 +277,33 @@ void CudaBackend::qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight&
   });
 }
 
+void CudaBackend::qk_sum_squares(Act q, Act k, Act ss) {
+  bind_device();
+  auto timer = timed([&] { return fmt::format("qk_sum_squares T={}", q.rows); });
+  // (The kernel's first phase only: no norm weights, no rotation; head_dim 4
+  // satisfies its shape checks for any width that is a multiple of 4.)
+  QkNormRopeArgs a = qk_args(q, k, nullptr, TensorView{}, nullptr, TensorView{}, 0.0f, RopeParams{4, 0, 1.0});
+  a.sums_out = ss.data;
+  check(launch_qk_norm_rope(a, stream_), "qk_sum_squares",
+        [&] { return fmt::format("qk_sum_squares of q {} and k {} into {}", shape(q), shape(k), shape(ss)); });
+}
+
+void CudaBackend::qk_norm_rope_sums(Act q, Act k, Act ss, double q_count, double k_count, const Weight& q_norm,
+                                    const Weight& k_norm, float eps, std::span<const int32_t> positions,
+                                    const RopeParams& rope) {
+  bind_device();
+  auto timer = timed([&] { return fmt::format("qk_norm_rope_sums T={}", q.rows); });
+  QkNormRopeArgs a = qk_args(q, k, device_view(q_norm, "qk_norm_rope_sums"), q_norm,
+                             device_view(k_norm, "qk_norm_rope_sums"), k_norm, eps, rope);
+  a.sums_in = ss.data;
+  a.q_norm_width = static_cast<int64_t>(q_count), a.kv_norm_width = static_cast<int64_t>(k_count);
+  a.positions = static_cast<const int32_t*>(upload(positions_, positions.data(), positions.size_bytes(), "positions"));
+  check(launch_qk_norm_rope(a, stream_), "qk_norm_rope_sums", [&] {
+    return fmt::format("qk_norm_rope_sums of q {} and k {} over {} and {} elements (head_dim {}, rotary_dim {})",
+                       shape(q), shape(k), q_count, k_count, rope.head_dim, rope.rotary_dim);
+  });
+}
+
 void CudaBackend::qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm,
                                      float eps, std::span<const int32_t> positions, const RopeParams& rope,
                                      KvCache& cache, int layer, std::span<const int64_t> slots) {

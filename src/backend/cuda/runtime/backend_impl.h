@@ -62,6 +62,13 @@ class CudaBackend final : public Backend {
   void matmul(Act x, const Linear& w, Act y, const ActCopy& xc = {}) override;
   void qk_norm_rope(Act q, Act k, const Weight& q_norm, const Weight& k_norm, float eps,
                     std::span<const int32_t> positions, const RopeParams& rope) override;
+  // Tensor parallelism (one rank's heads): the QK kernel's two phases apart.
+  bool supports_tensor_parallel() const override { return true; }
+  bool activations_on_host() const override { return false; }
+  void qk_sum_squares(Act q, Act k, Act ss) override;
+  void qk_norm_rope_sums(Act q, Act k, Act ss, double q_count, double k_count, const Weight& q_norm,
+                         const Weight& k_norm, float eps, std::span<const int32_t> positions,
+                         const RopeParams& rope) override;
   void kv_store(KvCache& cache, int layer, Act k, Act v, std::span<const int64_t> slots) override;
   ActCopy attention(Act q, const KvCache& cache, int layer, std::span<const SeqSlice> seqs, int num_heads,
                     float scale, Act out) override;

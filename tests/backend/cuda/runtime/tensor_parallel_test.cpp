@@ -1,0 +1,155 @@
+// Tensor parallelism on the CUDA backend (issue 21), before NCCL: the ranks
+// are threads of one process, each with its own CudaBackend, all on device 0
+// (one GPU is what the device tool lends), meeting in the in-process
+// communicator through host copies (stage_through_host). Against the
+// unsharded GPU forward on the same weights, as tests/model/
+// tensor_parallel_test.cpp holds the CPU ranks to the CPU forward: every
+// position's logits within 2e-4 (sharding reassociates fp32 sums only: the
+// split dot products of o_proj and the MoE, the QK norm's per-rank sums of
+// squares) and the same greedy ids through the ranks' KV caches. What this
+// exercises on the GPU: each rank's sliced weights uploaded and multiplied,
+// the QK kernel's two phases apart (qk_sum_squares, qk_norm_rope_sums) with
+// the all-reduced sums between them, attention over a rank's kv heads
+// (replicated above their count), and the vocabulary-split lm_head.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "../cuda_test_util.h"
+#include "model/greedy.h"
+#include "model/minimax_m2.h"
+#include "model/weight_shard.h"
+
+namespace m2::test {
+namespace {
+
+struct Case {
+  std::string fixture;  // tests/data/<fixture>, or "" for 16 q heads over 4 kv heads
+  int tp;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << (c.fixture.empty() ? "dummy" : c.fixture) << " tp " << c.tp; }
+
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  std::string f = i.param.fixture.empty() ? "dummy16heads" : i.param.fixture;
+  std::replace(f.begin(), f.end(), '-', '_');
+  return f + "_tp" + std::to_string(i.param.tp);
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+  return m;
+}
+
+class CudaTensorParallel : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    const Case& c = GetParam();
+    Result<std::unique_ptr<ModelWeights>> w = [&]() -> Result<std::unique_ptr<ModelWeights>> {
+      if (!c.fixture.empty()) return load_model(data_path(c.fixture), LoadOptions{});
+      auto cfg = load_config_from(data_path("m2-tiny-bf16"));
+      if (!cfg.ok()) return cfg.status();
+      // (intermediate 128: a rank's 16 columns of BF16 are the 32-byte rows
+      // the GPU's MoE kernels read in 16-byte vectors; 96 / 8 = 12 would not be)
+      cfg->num_attention_heads = 16, cfg->num_key_value_heads = 4, cfg->intermediate_size = 128;
+      return make_dummy_weights(*cfg, 7);
+    }();
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    weights_ = std::move(*w);
+    gpu_ = make_cuda_backend(0, test_options());
+    ASSERT_TRUE(gpu_ && gpu_->prepare_weights(*weights_).ok());
+    single_ = std::make_unique<MiniMaxM2>(*weights_, *gpu_);
+    ParallelConfig p;
+    p.tensor_parallel_size = c.tp;
+    auto g = MiniMaxM2::tensor_parallel(*weights_, p, [](int) -> Result<std::unique_ptr<Backend>> {
+      auto b = make_cuda_backend(0, test_options());
+      if (!b) return errorf("the CUDA backend did not start");
+      return b;
+    });
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    group_ = std::move(*g);
+    for (int i = 0; i < 40; ++i) prompt_.push_back((i * 37 + 11) % weights_->config.vocab_size);
+  }
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<MiniMaxM2> single_, group_;
+  std::vector<int32_t> prompt_;
+};
+
+TEST_P(CudaTensorParallel, LogitsOfEveryPositionEqualTheUnshardedForward) {
+  auto want = all_logits(*single_, prompt_, DType::kF32);
+  auto got = all_logits(*group_, prompt_, DType::kF32);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().message();
+  const double d = max_abs_diff(*got, *want);
+  std::printf("max |logit delta| %.3g over %zu positions\n", d, prompt_.size());
+  EXPECT_LE(d, 2e-4);
+}
+
+TEST_P(CudaTensorParallel, GreedyIdsThroughTheKvCacheAreIdentical) {
+  GreedyOptions o;
+  o.max_tokens = 12;
+  o.ignore_eos = true;
+  o.prefill_chunk = 7;  // prefill chunks, then decodes reading the ranks' caches
+  // (BF16: the general attention kernel, which takes chunks of 7 rows, stages
+  // F32 keys of head_dim 128 beyond the shared memory: docs/status.md)
+  o.kv_dtype = DType::kBF16;
+  const std::span<const int32_t> prompt = std::span(prompt_).first(24);
+  auto want = generate_greedy(*single_, prompt, o);
+  auto got = generate_greedy(*group_, prompt, o);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().message();
+  EXPECT_EQ(*got, *want);
+}
+
+INSTANTIATE_TEST_SUITE_P(OneGpu, CudaTensorParallel,
+                         ::testing::Values(Case{"m2-tiny-bf16", 2},    // 2 q / 1 kv head per rank
+                                           Case{"m2-tiny-bf16", 4},    // kv heads replicated (2 over 4 ranks)
+                                           Case{"m2-aligned-fp8", 2},  // FP8 slices on the 128 blocks
+                                           Case{"", 8}),               // 8 ranks, each kv head on 2
+                         case_name);
+
+// Expert parallelism is refused on the GPU, naming the flag (its ranks'
+// layers would hold other ranks' experts empty, which the GPU's stacked
+// expert layout does not take).
+TEST(CudaTensorParallelConfig, ExpertParallelIsRefused) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto w = load_model(data_path("m2-tiny-bf16"), LoadOptions{});
+  ASSERT_TRUE(w.ok());
+  ParallelConfig p;
+  p.tensor_parallel_size = 2, p.expert_parallel = true;
+  auto g = MiniMaxM2::tensor_parallel(**w, p, [](int) -> Result<std::unique_ptr<Backend>> {
+    auto b = make_cuda_backend(0, test_options());
+    if (!b) return errorf("the CUDA backend did not start");
+    return b;
+  });
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("--enable-expert-parallel"), std::string::npos) << g.status().message();
+}
+
+// A shard whose expert rows the GPU's kernels cannot read (m2-tiny-bf16's 96
+// intermediate columns over 8 ranks: 12 BF16 = 24 bytes) is refused when
+// its weights are prepared, naming the layer, not when a step runs.
+TEST(CudaTensorParallelConfig, ExpertRowsTooNarrowForTheKernelsAreRefused) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto cfg = load_config_from(data_path("m2-tiny-bf16"));
+  ASSERT_TRUE(cfg.ok());
+  cfg->num_attention_heads = 16, cfg->num_key_value_heads = 4;
+  auto w = make_dummy_weights(*cfg, 7);
+  ASSERT_TRUE(w.ok());
+  ParallelConfig p;
+  p.tensor_parallel_size = 8;
+  auto g = MiniMaxM2::tensor_parallel(**w, p, [](int) -> Result<std::unique_ptr<Backend>> {
+    auto b = make_cuda_backend(0, test_options());
+    if (!b) return errorf("the CUDA backend did not start");
+    return b;
+  });
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("layer 0 experts: w2 rows of 12 BF16 elements (24 bytes)"), std::string::npos)
+      << g.status().message();
+}
+
+}  // namespace
+}  // namespace m2::test
