@@ -89,7 +89,7 @@ Status ModelOptions::check() const {
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
     if (device != "cpu")
       return errorf("--tensor-parallel-size {} on --device {}: tensor parallelism runs on the CPU backend only so "
-                    "far (the GPU path is not implemented yet)",
+                    "far (the GPU's sharded ops exist, but not NCCL nor a GPU per rank yet)",
                     tensor_parallel_size, device);
     M2_ASSIGN_OR_RETURN(const ModelConfig config, load_config_from(model));
     ParallelConfig p;
