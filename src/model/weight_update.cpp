@@ -125,17 +125,18 @@ Status release_replaced_bytes(WeightSet& set) {
   if (set.rebound->config.tie_word_embeddings) set.rebound->lm_head.weight.data = set.rebound->embed.data;  // (as bound)
   set.replaced.clear();
   // Earlier reservations are kept while a view still points into one (the
-  // tensors this update left as they were).
+  // tensors this update left as they were): one pass over the views.
+  std::vector<bool> used(set.stand_ins.size(), false);
+  visit_views(*set.rebound, [&](const std::string&, const TensorView& v) {
+    const auto* d = static_cast<const uint8_t*>(v.data);
+    for (size_t i = 0; i < set.stand_ins.size(); ++i) {
+      const auto* b = static_cast<const uint8_t*>(set.stand_ins[i].region.get());
+      if (d >= b && d < b + set.stand_ins[i].bytes) used[i] = true;
+    }
+  });
   std::vector<WeightSet::StandIn> kept{{region, total}};
-  for (WeightSet::StandIn& r : set.stand_ins) {
-    const auto* b = static_cast<const uint8_t*>(r.region.get());
-    bool used = false;
-    visit_views(*set.rebound, [&](const std::string&, const TensorView& v) {
-      const auto* d = static_cast<const uint8_t*>(v.data);
-      used = used || (d >= b && d < b + r.bytes);
-    });
-    if (used) kept.push_back(std::move(r));
-  }
+  for (size_t i = 0; i < set.stand_ins.size(); ++i)
+    if (used[i]) kept.push_back(std::move(set.stand_ins[i]));
   set.stand_ins = std::move(kept);
   return Status();
 }

@@ -173,13 +173,13 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host)
     }
   }
   // The MoE kernels read expert rows in 16-byte vectors (gemv_compatible).
-  for (const Linear* l : {&e0.w1, &e0.w2})
-    if (l->weight.shape[1] * static_cast<int64_t>(dtype_size(l->weight.dtype)) % 16 != 0)
+  for (const Linear* l : {&e0.w1, &e0.w2}) {
+    const int64_t cols = l->weight.shape[1], bytes = cols * static_cast<int64_t>(dtype_size(l->weight.dtype));
+    if (bytes % 16 != 0)
       return errorf("{}: {} rows of {} {} elements ({} bytes): the GPU's MoE kernels need rows of a multiple of 16 "
-                    "bytes{}",
-                    what, l == &e0.w1 ? "w1/w3" : "w2", l->weight.shape[1], dtype_name(l->weight.dtype),
-                    l->weight.shape[1] * dtype_size(l->weight.dtype),
-                    l == &e0.w2 ? " (a tensor-parallel rank's slice of the intermediate size is too narrow?)" : "");
+                    "bytes",
+                    what, l == &e0.w1 ? "w1/w3" : "w2", cols, dtype_name(l->weight.dtype), bytes);
+  }
   DeviceExperts d;
   d.dtype = e0.w1.weight.dtype;
   d.num_experts = static_cast<int64_t>(layer.experts.size());

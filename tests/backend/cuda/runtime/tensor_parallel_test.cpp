@@ -37,6 +37,13 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   return f + "_tp" + std::to_string(i.param.tp);
 }
 
+// Every rank's backend: a CudaBackend of device 0.
+Result<std::unique_ptr<Backend>> on_device_0(int) {
+  auto b = make_cuda_backend(0, test_options());
+  if (!b) return errorf("the CUDA backend did not start");
+  return b;
+}
+
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
   double m = 0;
@@ -65,11 +72,7 @@ class CudaTensorParallel : public ::testing::TestWithParam<Case> {
     single_ = std::make_unique<MiniMaxM2>(*weights_, *gpu_);
     ParallelConfig p;
     p.tensor_parallel_size = c.tp;
-    auto g = MiniMaxM2::tensor_parallel(*weights_, p, [](int) -> Result<std::unique_ptr<Backend>> {
-      auto b = make_cuda_backend(0, test_options());
-      if (!b) return errorf("the CUDA backend did not start");
-      return b;
-    });
+    auto g = MiniMaxM2::tensor_parallel(*weights_, p, on_device_0);
     ASSERT_TRUE(g.ok()) << g.status().message();
     group_ = std::move(*g);
     for (int i = 0; i < 40; ++i) prompt_.push_back((i * 37 + 11) % weights_->config.vocab_size);
@@ -121,11 +124,7 @@ TEST(CudaTensorParallelConfig, ExpertParallelIsRefused) {
   ASSERT_TRUE(w.ok());
   ParallelConfig p;
   p.tensor_parallel_size = 2, p.expert_parallel = true;
-  auto g = MiniMaxM2::tensor_parallel(**w, p, [](int) -> Result<std::unique_ptr<Backend>> {
-    auto b = make_cuda_backend(0, test_options());
-    if (!b) return errorf("the CUDA backend did not start");
-    return b;
-  });
+  auto g = MiniMaxM2::tensor_parallel(**w, p, on_device_0);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("--enable-expert-parallel"), std::string::npos) << g.status().message();
 }
@@ -142,11 +141,7 @@ TEST(CudaTensorParallelConfig, ExpertRowsTooNarrowForTheKernelsAreRefused) {
   ASSERT_TRUE(w.ok());
   ParallelConfig p;
   p.tensor_parallel_size = 8;
-  auto g = MiniMaxM2::tensor_parallel(**w, p, [](int) -> Result<std::unique_ptr<Backend>> {
-    auto b = make_cuda_backend(0, test_options());
-    if (!b) return errorf("the CUDA backend did not start");
-    return b;
-  });
+  auto g = MiniMaxM2::tensor_parallel(**w, p, on_device_0);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("layer 0 experts: w2 rows of 12 BF16 elements (24 bytes)"), std::string::npos)
       << g.status().message();
