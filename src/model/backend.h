@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/communicator.h"
 #include "model/kv_cache.h"
 #include "model/sampling.h"
 #include "model/weights.h"
@@ -194,6 +195,15 @@ class Backend {
   virtual ActCopy add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) {
     add(x, y);
     return rms_norm(x, weight, eps, out);
+  }
+  // A tensor-parallel rank's partial sum y all-reduced over `comm`, then
+  // add_rms_norm(x, y, ...): the residual add and norm after o_proj and the
+  // MoE. y's contents afterwards are unspecified. A backend whose collectives
+  // run on its stream fuses the three (one kernel, CUDA decode).
+  virtual ActCopy all_reduce_add_rms_norm(Communicator& comm, Act x, Act y, const Weight& weight, float eps,
+                                          Act out) {
+    comm.all_reduce_sum(y.data, y.rows * y.cols);
+    return add_rms_norm(x, y, weight, eps, out);
   }
   // The q, k and v projections of the same input.
   virtual void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v,

@@ -34,6 +34,10 @@ class Communicator {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
+  // The collectives are ops queued on the rank backend's stream (a GPU
+  // kernel), not host work: a step that calls them may be recorded and
+  // replayed (Backend::begin_step) like any other op.
+  virtual bool queued_on_stream() const { return false; }
 };
 
 // `size` communicators of one group whose ranks are threads of this process

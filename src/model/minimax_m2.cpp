@@ -33,8 +33,9 @@ MiniMaxM2::~MiniMaxM2() = default;
 
 Result<std::unique_ptr<MiniMaxM2>> MiniMaxM2::tensor_parallel(
     const ModelWeights& weights, const ParallelConfig& parallel,
-    const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend) {
-  M2_ASSIGN_OR_RETURN(auto group, TensorParallelGroup::create(weights, parallel, make_backend));
+    const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend,
+    const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms) {
+  M2_ASSIGN_OR_RETURN(auto group, TensorParallelGroup::create(weights, parallel, make_backend, make_comms));
   return std::unique_ptr<MiniMaxM2>(new MiniMaxM2(weights, std::move(group)));
 }
 
@@ -275,8 +276,10 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
     return errorf("the {} backend does not implement tensor parallelism", backend_.name());
 
   // A decode step that may be recorded runs at the size the backend records
-  // it at: padded with copies of one of its rows (pad_decode_step).
-  const bool recordable = decode && !forced && !given.capture_routing && !tp;
+  // it at: padded with copies of one of its rows (pad_decode_step). A rank's
+  // step is recordable when its collectives are ops on the backend's stream
+  // (every rank pads alike, so the collectives keep their sizes).
+  const bool recordable = decode && !forced && !given.capture_routing && (!tp || comm_->queued_on_stream());
   const StepInput& in = recordable ? pad_decode_step(given) : given;
   const int64_t T = static_cast<int64_t>(in.tokens.size());
 
@@ -305,7 +308,7 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
                              c.num_key_value_heads, max_context};
   arrays.head_dim = cache.shape().head_dim, arrays.kv_dtype = cache.shape().dtype;
   uint64_t graph_key = 0;  // none
-  if (recordable) {  // (a rank's collectives are not backend ops: never recorded)
+  if (recordable) {
     arrays.context_bound = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(max_context, 256))));
     graph_key = static_cast<uint64_t>(T);
   }
@@ -318,7 +321,11 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
       // previous block's residual add is fused into this block's norm. Each
       // producer's copy of its output (ActCopy) goes to the products that
       // read that output next.
-      const ActCopy hc = l == 0 ? b.rms_norm(x, L.input_norm, eps, h) : b.add_rms_norm(x, out, L.input_norm, eps, h);
+      // (Under tp, `out` is the previous MoE's partial sum: reduced here, in
+      // the fused all-reduce + add + norm.)
+      const ActCopy hc = l == 0 ? b.rms_norm(x, L.input_norm, eps, h)
+                         : tp   ? b.all_reduce_add_rms_norm(*comm_, x, out, L.input_norm, eps, h)
+                                : b.add_rms_norm(x, out, L.input_norm, eps, h);
       b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v, hc);
       if (tp && c.use_qk_norm) {
         // Full-width QK norm over all ranks' heads (m2-spec §2.2c): the
@@ -337,9 +344,10 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
       }
       const ActCopy ac = b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
       b.matmul(attn, L.o_proj, out, ac);
-      if (tp) comm_->all_reduce_sum(out.data, T * H);  // o_proj of this rank's heads: a partial sum
-      // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
-      const ActCopy mc = b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
+      // MoE block: x += Σ_k w_k expert_k(post_norm(x)). Under tp, o_proj of
+      // this rank's heads is a partial sum, all-reduced with the add + norm.
+      const ActCopy mc = tp ? b.all_reduce_add_rms_norm(*comm_, x, out, L.post_attention_norm, eps, h)
+                            : b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
       const float scaling = static_cast<float>(c.routed_scaling_factor);
       if (forced) {
         const std::span<const int32_t> layer_ids(in.forced_experts.data() + l * T * top_k,
@@ -350,9 +358,9 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
       }
       if (in.capture_routing)
         b.copy_to_host(routing.expert_ids, routing_host_.data() + l * T * top_k, T * top_k * sizeof(int32_t));
-      b.moe(h, L, routing, out, mc);
-      if (tp) comm_->all_reduce_sum(out.data, T * H);  // this rank's experts or expert columns: a partial sum
+      b.moe(h, L, routing, out, mc);  // (under tp: this rank's experts or expert columns, a partial sum)
     }
+    if (tp) comm_->all_reduce_sum(out.data, T * H);
     b.add(x, out);
     if (mode == Backend::GraphMode::kCapturing) b.end_graph();
   }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/backend.h"
@@ -52,9 +53,11 @@ class MiniMaxM2 {
   // in lockstep behind this interface: the KV cache it makes holds a cache
   // per rank (kv_shape is a rank's), forward returns rank 0's (gathered) logits,
   // forward_sample samples on rank 0's backend, backend() is rank 0's.
+  // `make_comms`: TensorParallelGroup::create's (none: the in-process communicator).
   static Result<std::unique_ptr<MiniMaxM2>> tensor_parallel(
       const ModelWeights& weights, const ParallelConfig& parallel,
-      const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend);
+      const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend,
+      const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms = {});
   ~MiniMaxM2();
   // Ranks this model's steps run on (1: no group).
   int parallel_size() const;

@@ -6,13 +6,14 @@ namespace m2 {
 
 Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const ModelWeights& full,
                                                                          const ParallelConfig& parallel,
-                                                                         const BackendFactory& make_backend) {
+                                                                         const BackendFactory& make_backend,
+                                                                         const CommunicatorFactory& make_comms) {
   M2_RETURN_IF_ERROR(check_parallel(full.config, parallel));
   const int n = parallel.tensor_parallel_size;
   std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
   g->parallel_ = parallel;
   g->ranks_.resize(n);
-  auto comms = make_local_communicators(n);
+  std::vector<Backend*> backends;
   for (int r = 0; r < n; ++r) {
     Rank& rank = g->ranks_[r];
     M2_ASSIGN_OR_RETURN(rank.backend, make_backend(r));
@@ -24,10 +25,22 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
     if (parallel.expert_parallel && !rank.backend->activations_on_host())
       return errorf("--enable-expert-parallel: not implemented on the {} backend yet (tensor parallelism without it is)",
                     rank.backend->name());
+    backends.push_back(rank.backend.get());
+  }
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (make_comms) {
+    M2_ASSIGN_OR_RETURN(comms, make_comms(backends));
+    if (static_cast<int>(comms.size()) != n) return errorf("tensor parallelism: {} communicators for {} ranks", comms.size(), n);
+  } else {
+    comms = make_local_communicators(n);
+    for (int r = 0; r < n; ++r)
+      if (!backends[r]->activations_on_host()) comms[r] = stage_through_host(std::move(comms[r]), *backends[r]);
+  }
+  for (int r = 0; r < n; ++r) {
+    Rank& rank = g->ranks_[r];
     M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, r));
     M2_RETURN_IF_ERROR(rank.backend->prepare_weights(*rank.weights));
-    rank.comm = rank.backend->activations_on_host() ? std::move(comms[r])
-                                                    : stage_through_host(std::move(comms[r]), *rank.backend);
+    rank.comm = std::move(comms[r]);
     rank.model = std::make_unique<MiniMaxM2>(*rank.weights, *rank.backend, rank.comm.get());
   }
   for (int r = 0; r < n; ++r) g->ranks_[r].thread = std::thread([p = g.get(), r] { p->worker(r); });

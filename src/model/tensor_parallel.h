@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -26,11 +27,18 @@ class TensorParallelGroup {
  public:
   // Rank r's backend (CPU: a pool of its own; GPU, later: device r).
   using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(int rank)>;
+  // The group's communicators, communicator r for rank r, given every rank's
+  // backend (a GPU group's peer-to-peer collectives: make_cuda_peer_communicators).
+  using CommunicatorFactory =
+      std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const> ranks)>;
 
   // Shards `full` (which must outlive the group), prepares each shard on its
-  // rank's backend and starts the ranks' threads.
+  // rank's backend and starts the ranks' threads. Without `make_comms` the
+  // ranks meet in the in-process communicator (a device rank's buffers
+  // staged through the host: stage_through_host).
   static Result<std::unique_ptr<TensorParallelGroup>> create(const ModelWeights& full, const ParallelConfig& parallel,
-                                                             const BackendFactory& make_backend);
+                                                             const BackendFactory& make_backend,
+                                                             const CommunicatorFactory& make_comms = {});
   ~TensorParallelGroup();
 
   int size() const { return static_cast<int>(ranks_.size()); }

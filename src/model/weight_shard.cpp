@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "util/mapped_file.h"
+
 namespace m2 {
 namespace {
 
@@ -35,9 +37,10 @@ Result<Linear> row_slice(const Linear& w, int64_t begin, int64_t end, const char
 }
 
 // Columns [begin, end) of a [rows, cols] Linear: rows are not contiguous in
-// the checkpoint, so the slice is an owned copy kept in `owned`.
-Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const char* what,
-                            std::vector<std::unique_ptr<uint8_t[]>>& owned) {
+// the checkpoint, so the slice is an owned copy kept in the shard's `owned`
+// (or, for a dummy FP8 weight generated on the GPU, a placeholder).
+Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const char* what, ModelWeights& shard) {
+  std::vector<std::unique_ptr<uint8_t[]>>& owned = shard.owned;
   Linear out = w;
   const int64_t rows = w.out_features(), cols = w.in_features();
   auto copy = [&](const TensorView& t, int64_t r, int64_t c, int64_t c0, int64_t c1) {
@@ -53,7 +56,21 @@ Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const c
     owned.push_back(std::move(buf));
     return v;
   };
-  out.weight = copy(w.weight, rows, cols, begin, end);
+  // A dummy FP8 weight generated on the GPU has no host bytes: the slice is
+  // a placeholder of its own, its elements a window of the tensor's.
+  auto dummy = shard.dummy_fp8.upper_bound(w.weight.data);
+  if (dummy != shard.dummy_fp8.begin() && (--dummy)->first == w.weight.data) {
+    M2_ASSIGN_OR_RETURN(std::shared_ptr<void> place, reserve_inaccessible(static_cast<size_t>(rows * (end - begin))));
+    out.weight.data = place.get();
+    out.weight.shape = Shape{rows, end - begin};
+    ModelWeights::DummyFp8 d = dummy->second;
+    if (d.full_cols != 0) return errorf("{}: a column slice of a column slice", what);
+    d.elements = rows * (end - begin), d.full_cols = cols, d.col_begin = begin, d.cols = end - begin;
+    shard.dummy_fp8[place.get()] = d;
+    shard.placeholders.push_back(std::move(place));
+  } else {
+    out.weight = copy(w.weight, rows, cols, begin, end);
+  }
   out.prepared = nullptr;
   if (w.is_fp8()) {
     M2_RETURN_IF_ERROR(check_block_slice(what, begin, end, cols, w.block_cols, "input columns"));
@@ -164,10 +181,13 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
   M2_RETURN_IF_ERROR(check_parallel(c, p));
   if (rank < 0 || rank >= p.tensor_parallel_size)
     return errorf("rank {} outside a group of {}", rank, p.tensor_parallel_size);
-  if (!full.dummy_fp8.empty()) return errorf("tensor parallelism: dummy FP8 weights generated on a GPU cannot be split");
   const RankLayout l = rank_layout(c, p, rank);
   auto w = std::make_unique<ModelWeights>();
   w->config = c;
+  // Dummy FP8 weights generated on the GPU: row slices view the tensors'
+  // placeholders (their first element the offset), column slices get their own.
+  w->dummy_fp8 = full.dummy_fp8;
+  w->placeholders = full.placeholders;
   w->config.num_attention_heads = l.num_q_heads;
   w->config.num_key_value_heads = l.num_kv_heads;
   w->config.intermediate_size = static_cast<int>(l.inter_size);
@@ -191,7 +211,7 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
     M2_ASSIGN_OR_RETURN(R.q_proj, row_slice(L.q_proj, q0, q1, "q_proj"));
     M2_ASSIGN_OR_RETURN(R.k_proj, row_slice(L.k_proj, k0, k1, "k_proj"));
     M2_ASSIGN_OR_RETURN(R.v_proj, row_slice(L.v_proj, k0, k1, "v_proj"));
-    M2_ASSIGN_OR_RETURN(R.o_proj, column_slice(L.o_proj, q0, q1, "o_proj", w->owned));
+    M2_ASSIGN_OR_RETURN(R.o_proj, column_slice(L.o_proj, q0, q1, "o_proj", *w));
     R.q_norm = vector_slice(L.q_norm, q0, q1);
     R.k_norm = vector_slice(L.k_norm, k0, k1);
     R.router = L.router, R.router_bias = L.router_bias;
@@ -208,7 +228,7 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
       }
       M2_ASSIGN_OR_RETURN(X.w1, row_slice(E.w1, i0, i1, "w1"));
       M2_ASSIGN_OR_RETURN(X.w3, row_slice(E.w3, i0, i1, "w3"));
-      M2_ASSIGN_OR_RETURN(X.w2, column_slice(E.w2, i0, i1, "w2", w->owned));
+      M2_ASSIGN_OR_RETURN(X.w2, column_slice(E.w2, i0, i1, "w2", *w));
     }
   }
   return w;

@@ -83,6 +83,10 @@ struct ModelWeights {
   struct DummyFp8 {
     uint64_t seed = 0;      // the tensor's seed (dummy_values.h)
     int64_t elements = 0;
+    // A column slice (a tensor-parallel shard: model/weight_shard.h) of a
+    // tensor with `full_cols` columns: its element k is the tensor's element
+    // (k / cols) * full_cols + col_begin + k % cols. 0: the elements in order.
+    int64_t full_cols = 0, col_begin = 0, cols = 0;
   };
   std::map<const void*, DummyFp8> dummy_fp8;
   std::vector<std::shared_ptr<void>> placeholders;

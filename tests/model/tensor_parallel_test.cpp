@@ -15,7 +15,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "model/dummy_values.h"
 #include "model/greedy.h"
 #include "model/minimax_m2.h"
 #include "model/weight_shard.h"
@@ -244,6 +246,52 @@ TEST(TensorParallelConfig, ARankHoldsItsSlices) {
     EXPECT_EQ(X.w1.weight.empty(), x != 2 && x != 3) << x;
     if (!X.w1.weight.empty()) EXPECT_EQ(X.w2.weight.data, L.experts[x].w2.weight.data);
   }
+}
+
+// Dummy FP8 weights a GPU generates (LoadOptions::dummy_fp8_on_device) have
+// no host bytes: a shard's row slices view the tensors' placeholders at their
+// first element, and its column slices (o_proj, w2) are placeholders of their
+// own whose window (ModelWeights::DummyFp8) names the tensor's elements. The
+// element each describes is the byte the host fill writes for the same seed.
+TEST(TensorParallelConfig, DummyFp8ShardsDescribeTheHostFillsBytes) {
+  auto cfg = load_config_from(test::data_path("m2-aligned-fp8"));
+  ASSERT_TRUE(cfg.ok());
+  auto host = make_dummy_weights(*cfg, 7, false);
+  auto dev = make_dummy_weights(*cfg, 7, true);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  ASSERT_FALSE((*dev)->dummy_fp8.empty());
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  auto hs = shard_weights(**host, p, 1);
+  auto ds = shard_weights(**dev, p, 1);
+  ASSERT_TRUE(hs.ok() && ds.ok()) << ds.status().message();
+  const DummyFp8Table table = dummy_fp8_table();
+  // The byte the shard `ds` describes at element k of `t`.
+  auto described = [&](const TensorView& t, int64_t k) -> int {
+    auto it = (*ds)->dummy_fp8.upper_bound(t.data);
+    if (it == (*ds)->dummy_fp8.begin()) return -1;
+    --it;
+    const ModelWeights::DummyFp8& d = it->second;
+    const int64_t off = static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(it->first) + k;
+    if (off >= d.elements) return -1;
+    const int64_t full = d.cols == 0 ? off : (off / d.cols) * d.full_cols + d.col_begin + off % d.cols;
+    return table.code[dummy_fp8_index(d.seed, full)];
+  };
+  auto expect_same = [&](const Linear& h, const Linear& d, const char* what) {
+    ASSERT_EQ(h.weight.shape, d.weight.shape) << what;
+    ASSERT_EQ(h.weight.dtype, DType::kF8E4M3) << what;
+    const auto* bytes = static_cast<const uint8_t*>(h.weight.data);
+    int wrong = 0;
+    for (int64_t k = 0; k < h.weight.shape.numel(); ++k) wrong += described(d.weight, k) != bytes[k];
+    EXPECT_EQ(wrong, 0) << what << ": " << h.weight.shape.numel() << " elements";
+    ASSERT_EQ(h.scale_inv.shape.numel(), d.scale_inv.shape.numel()) << what;
+    EXPECT_EQ(std::memcmp(h.scale_inv.data, d.scale_inv.data, h.scale_inv.shape.numel() * 4), 0) << what << " scales";
+  };
+  const LayerWeights &H = (*hs)->layers[0], &D = (*ds)->layers[0];
+  expect_same(H.q_proj, D.q_proj, "q_proj (rows)");
+  expect_same(H.o_proj, D.o_proj, "o_proj (columns)");
+  expect_same(H.experts[1].w1, D.experts[1].w1, "expert 1 w1 (rows)");
+  expect_same(H.experts[1].w2, D.experts[1].w2, "expert 1 w2 (columns)");
 }
 
 // `m2cpp info -tp`'s per-rank bytes (tensor_share, by tensor name) are the

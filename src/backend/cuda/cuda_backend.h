@@ -12,6 +12,8 @@
 #include "backend/cuda/runtime/cuda_options.h"
 #include "backend/cuda/runtime/step_plan.h"
 #include "model/backend.h"
+#include "model/communicator.h"
+#include "util/status.h"
 
 namespace m2 {
 
@@ -41,6 +43,33 @@ struct CudaCeilings {
 };
 // `gemm` false: the copy bandwidth only (a second, not ~10 s of GEMMs).
 CudaCeilings cuda_measure_ceilings(int device, bool gemm = true);
+
+// The communicators of a tensor-parallel group whose ranks are the CUDA
+// backends `ranks` (one process; GPUs with peer access, or one GPU's several
+// backends, which behave as peers): one-shot peer-to-peer collectives queued
+// on each rank's stream (runtime/peer_collectives.h), so a step that calls
+// them can be recorded as a graph. Sums in rank order: the in-process
+// communicator's bits. An error names GPUs that cannot reach each other.
+Result<std::vector<std::unique_ptr<Communicator>>> make_cuda_peer_communicators(std::span<Backend* const> ranks);
+
+// The all-reduce of `devices.size()` ranks (rank r a CUDA backend on
+// devices[r]; a device may repeat) timed at each of `sizes` bytes: the
+// slowest rank's time per call over `iters` back-to-back calls, eagerly and
+// (peer collectives only; 0 otherwise) replayed from one recorded graph.
+enum class CollectiveKind {
+  kPeer,                // make_cuda_peer_communicators' all-reduce
+  kStaged,              // the in-process one staged through the host (stage_through_host)
+  kPeerAddRmsNorm,      // all_reduce_add_rms_norm fused (rows of kCollectiveNormCols)
+  kPeerThenAddRmsNorm,  // the peer all-reduce, then add_rms_norm (two kernels)
+};
+inline constexpr int64_t kCollectiveNormCols = 3072;  // M2's hidden size
+struct CollectiveTiming {
+  int64_t bytes = 0;
+  double eager_us = 0;
+  double graph_us = 0;
+};
+Result<std::vector<CollectiveTiming>> cuda_time_all_reduce(std::span<const int> devices, CollectiveKind kind,
+                                                           std::span<const int64_t> sizes, int iters);
 
 // The cudaStream_t every op of a CUDA backend is queued on (for timing with
 // events and for graph capture).

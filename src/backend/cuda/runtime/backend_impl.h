@@ -78,6 +78,10 @@ class CudaBackend final : public Backend {
                     std::span<const int32_t> forced, Routing out) override;
   void moe(Act x, const LayerWeights& layer, const Routing& routing, Act out, const ActCopy& xc = {}) override;
   ActCopy add_rms_norm(Act x, Act y, const Weight& weight, float eps, Act out) override;
+  // One kernel over a peer communicator (runtime/peer_communicator.cpp), the
+  // default's all-reduce then add_rms_norm otherwise.
+  ActCopy all_reduce_add_rms_norm(Communicator& comm, Act x, Act y, const Weight& weight, float eps,
+                                  Act out) override;
   void qkv_proj(Act x, const Linear& wq, const Linear& wk, const Linear& wv, Act q, Act k, Act v,
                 const ActCopy& xc = {}) override;
   void qk_norm_rope_store(Act q, Act k, Act v, const Weight& q_norm, const Weight& k_norm, float eps,
@@ -99,6 +103,7 @@ class CudaBackend final : public Backend {
   MemoryInfo memory_info() override;
 
   cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
   int64_t fp8_copies_used() const { return fp8_copy_.uses(); }
   HostExpertInfo host_expert_info() const {
     if (!host_experts_) return {};

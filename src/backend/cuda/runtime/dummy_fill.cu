@@ -38,11 +38,32 @@ __global__ void __launch_bounds__(kThreads) fill_dummy_fp8_kernel(uint8_t* dst, 
   }
 }
 
+// A column window of the tensor: one element per thread, each its own index
+// into the full tensor (a shard's o_proj and w2 columns).
+__global__ void __launch_bounds__(kThreads) fill_dummy_fp8_window_kernel(uint8_t* dst, int64_t first, int64_t n,
+                                                                         uint64_t seed, DummyFp8Table table,
+                                                                         int64_t full_cols, int64_t col_begin,
+                                                                         int64_t cols) {
+  __shared__ uint8_t code[256];
+  code[threadIdx.x] = table.code[threadIdx.x];
+  __syncthreads();
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; g < n;
+       g += gridDim.x * static_cast<int64_t>(kThreads)) {
+    const int64_t k = first + g, row = k / cols;
+    dst[g] = code[dummy_fp8_index(seed, row * full_cols + col_begin + (k - row * cols))];
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_fill_dummy_fp8(uint8_t* dst, int64_t first, int64_t n, uint64_t seed, const DummyFp8Table& table,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, int64_t full_cols, int64_t col_begin, int64_t cols) {
   if (n <= 0) return cudaSuccess;
+  if (cols > 0) {
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 8192));
+    fill_dummy_fp8_window_kernel<<<blocks, kThreads, 0, stream>>>(dst, first, n, seed, table, full_cols, col_begin, cols);
+    return cudaGetLastError();
+  }
   const int64_t words = (first + n + 7) / 8 - first / 8;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(words, kThreads), 4096));
   fill_dummy_fp8_kernel<<<blocks, kThreads, 0, stream>>>(dst, first, n, seed, table);

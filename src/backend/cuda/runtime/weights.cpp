@@ -330,7 +330,8 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
       [&](const WeightCopy& c) {
         if (auto [d, first] = dummy_of(c.src); d) {
           const cudaError_t e = launch_fill_dummy_fp8(static_cast<uint8_t*>(c.dst), first,
-                                                      static_cast<int64_t>(c.bytes), d->seed, table, stream_);
+                                                      static_cast<int64_t>(c.bytes), d->seed, table, stream_,
+                                                      d->full_cols, d->col_begin, d->cols);
           if (e == cudaSuccess) return Status();
           return errorf("{}: generating {} dummy FP8 bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
         }

@@ -1,12 +1,15 @@
-// Tensor parallelism on the CUDA backend (issue 21), before NCCL: the ranks
-// are threads of one process, each with its own CudaBackend, all on device 0
-// (one GPU is what the device tool lends), meeting in the in-process
-// communicator through host copies (stage_through_host). Against the
-// unsharded GPU forward on the same weights, as tests/model/
+// Tensor parallelism on the CUDA backend (issue 21): the ranks are threads
+// of one process, each with its own CudaBackend (rank r on device r mod the
+// GPUs there are: all on device 0 where the device tool lends one), meeting
+// either in the in-process communicator through host copies
+// (stage_through_host) or in the peer-to-peer kernels
+// (make_cuda_peer_communicators), whose decode steps are recorded as graphs.
+// Against the unsharded GPU forward on the same weights, as tests/model/
 // tensor_parallel_test.cpp holds the CPU ranks to the CPU forward: every
 // position's logits within 2e-4 (sharding reassociates fp32 sums only: the
 // split dot products of o_proj and the MoE, the QK norm's per-rank sums of
-// squares) and the same greedy ids through the ranks' KV caches. What this
+// squares) and the same greedy ids through the ranks' KV caches; the two
+// communicators' logits bit-identical (both sum in rank order). What this
 // exercises on the GPU: each rank's sliced weights uploaded and multiplied,
 // the QK kernel's two phases apart (qk_sum_squares, qk_norm_rope_sums) with
 // the all-reduced sums between them, attention over a rank's kv heads
@@ -15,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "../cuda_test_util.h"
 #include "model/greedy.h"
@@ -37,9 +41,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   return f + "_tp" + std::to_string(i.param.tp);
 }
 
-// Every rank's backend: a CudaBackend of device 0.
-Result<std::unique_ptr<Backend>> on_device_0(int) {
-  auto b = make_cuda_backend(0, test_options());
+// Rank r's backend: a CudaBackend of device r mod the devices there are
+// (on one GPU every rank's; on several, the peers are distinct GPUs).
+Result<std::unique_ptr<Backend>> on_devices(int r) {
+  auto b = make_cuda_backend(r % std::max(1, cuda_device_count()), test_options());
   if (!b) return errorf("the CUDA backend did not start");
   return b;
 }
@@ -72,14 +77,18 @@ class CudaTensorParallel : public ::testing::TestWithParam<Case> {
     single_ = std::make_unique<MiniMaxM2>(*weights_, *gpu_);
     ParallelConfig p;
     p.tensor_parallel_size = c.tp;
-    auto g = MiniMaxM2::tensor_parallel(*weights_, p, on_device_0);
+    auto g = MiniMaxM2::tensor_parallel(*weights_, p, on_devices);
     ASSERT_TRUE(g.ok()) << g.status().message();
     group_ = std::move(*g);
+    auto pg = MiniMaxM2::tensor_parallel(*weights_, p, on_devices, make_cuda_peer_communicators);
+    ASSERT_TRUE(pg.ok()) << pg.status().message();
+    peer_ = std::move(*pg);
     for (int i = 0; i < 40; ++i) prompt_.push_back((i * 37 + 11) % weights_->config.vocab_size);
   }
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<MiniMaxM2> single_, group_;
+  std::unique_ptr<MiniMaxM2> single_, group_;  // group_: collectives staged through the host
+  std::unique_ptr<MiniMaxM2> peer_;           // the same ranks meeting in the peer-to-peer kernels
   std::vector<int32_t> prompt_;
 };
 
@@ -108,12 +117,66 @@ TEST_P(CudaTensorParallel, GreedyIdsThroughTheKvCacheAreIdentical) {
   EXPECT_EQ(*got, *want);
 }
 
+// The peer-to-peer collectives (kernels on each rank's stream) sum in rank
+// order as the host-staged ones do: the group's logits are their bits.
+TEST_P(CudaTensorParallel, ThePeerCollectivesGiveTheStagedGroupsLogits) {
+  auto staged = all_logits(*group_, prompt_, DType::kF32);
+  auto peer = all_logits(*peer_, prompt_, DType::kF32);
+  ASSERT_TRUE(staged.ok() && peer.ok()) << peer.status().message();
+  ASSERT_EQ(peer->size(), staged->size());
+  EXPECT_EQ(std::memcmp(peer->data(), staged->data(), peer->size() * sizeof(float)), 0)
+      << "max |delta| " << max_abs_diff(*peer, *staged);
+}
+
+// With the collectives on the stream a rank's decode steps are recorded and
+// replayed as graphs (the all-reduces inside them): the unsharded model's ids.
+TEST_P(CudaTensorParallel, RecordedDecodeStepsThroughThePeerCollectivesGiveTheSameIds) {
+  GreedyOptions o;
+  o.max_tokens = 12;
+  o.ignore_eos = true;
+  o.prefill_chunk = 7;
+  o.kv_dtype = DType::kBF16;
+  const std::span<const int32_t> prompt = std::span(prompt_).first(24);
+  auto want = generate_greedy(*single_, prompt, o);
+  const int64_t recorded_before = cuda_graphs_recorded(peer_->backend());
+  auto got = generate_greedy(*peer_, prompt, o);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().message();
+  EXPECT_EQ(*got, *want);
+  if (test_options().graphs) EXPECT_GT(cuda_graphs_recorded(peer_->backend()), recorded_before);
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaTensorParallel,
                          ::testing::Values(Case{"m2-tiny-bf16", 2},    // 2 q / 1 kv head per rank
                                            Case{"m2-tiny-bf16", 4},    // kv heads replicated (2 over 4 ranks)
                                            Case{"m2-aligned-fp8", 2},  // FP8 slices on the 128 blocks
                                            Case{"", 8}),               // 8 ranks, each kv head on 2
                          case_name);
+
+// Dummy FP8 weights generated on the GPU (m2cpp's --load-format dummy on
+// --device cuda) shard into the same bytes as host-filled ones: the row slices
+// from the tensors' placeholders, the column slices (o_proj, w2) generated
+// through their windows. The group's logits are the host-filled group's bits.
+TEST(CudaTensorParallelConfig, DummyWeightsGeneratedOnTheGpuShardAsTheHostFillDoes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto cfg = load_config_from(data_path("m2-aligned-fp8"));
+  ASSERT_TRUE(cfg.ok());
+  auto host = make_dummy_weights(*cfg, 11, false);
+  auto dev = make_dummy_weights(*cfg, 11, true);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  auto a = MiniMaxM2::tensor_parallel(**host, p, on_devices, make_cuda_peer_communicators);
+  auto b = MiniMaxM2::tensor_parallel(**dev, p, on_devices, make_cuda_peer_communicators);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 20; ++i) prompt.push_back((i * 53 + 5) % cfg->vocab_size);
+  auto want = all_logits(**a, prompt, DType::kF32);
+  auto got = all_logits(**b, prompt, DType::kF32);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().message();
+  ASSERT_EQ(got->size(), want->size());
+  EXPECT_EQ(std::memcmp(got->data(), want->data(), got->size() * sizeof(float)), 0)
+      << "max |delta| " << max_abs_diff(*got, *want);
+}
 
 // Expert parallelism is refused on the GPU, naming the flag (its ranks'
 // layers would hold other ranks' experts empty, which the GPU's stacked
@@ -124,7 +187,7 @@ TEST(CudaTensorParallelConfig, ExpertParallelIsRefused) {
   ASSERT_TRUE(w.ok());
   ParallelConfig p;
   p.tensor_parallel_size = 2, p.expert_parallel = true;
-  auto g = MiniMaxM2::tensor_parallel(**w, p, on_device_0);
+  auto g = MiniMaxM2::tensor_parallel(**w, p, on_devices);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("--enable-expert-parallel"), std::string::npos) << g.status().message();
 }
@@ -141,7 +204,7 @@ TEST(CudaTensorParallelConfig, ExpertRowsTooNarrowForTheKernelsAreRefused) {
   ASSERT_TRUE(w.ok());
   ParallelConfig p;
   p.tensor_parallel_size = 8;
-  auto g = MiniMaxM2::tensor_parallel(**w, p, on_device_0);
+  auto g = MiniMaxM2::tensor_parallel(**w, p, on_devices);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("layer 0 experts: w2 rows of 12 BF16 elements (24 bytes)"), std::string::npos)
       << g.status().message();
