@@ -11,6 +11,7 @@
 
 #include "backend/cpu/roofline.h"
 #include "cli/bench_prompt.h"
+#include "cli/bench_allreduce.h"
 #include "cli/bench_engine.h"
 #include "cli/bench_plot.h"
 #include "cli/bench_serve.h"
@@ -417,8 +418,11 @@ Command make_bench(CLI::App& parent) {
   CLI::App *serve = nullptr, *plot = nullptr;
   auto run_serve = add_bench_serve(app, &serve);
   auto run_plot = add_bench_plot(app, &plot);
-  return {app, [roof, roof_device, dec, eng, run_engine, serve, run_serve, plot, run_plot, mo, a] {
+  CLI::App* allreduce = nullptr;
+  auto run_allreduce = add_bench_allreduce(app, &allreduce);
+  return {app, [roof, roof_device, dec, eng, run_engine, serve, run_serve, plot, run_plot, allreduce, run_allreduce, mo, a] {
             if (eng->parsed()) return run_engine();
+            if (allreduce->parsed()) return run_allreduce();
             if (serve->parsed()) return run_serve();
             if (plot->parsed()) return run_plot();
             if (roof->parsed()) return run_roofline(*roof_device);

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "cli/flag_checks.h"
 #include "engine/memory_budget.h"
@@ -87,10 +90,17 @@ Status ModelOptions::check() const {
                   "the CPU up to --cpu-moe-max-tokens tokens a step and on the GPU above, with other numerics");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
-    if (device != "cpu")
-      return errorf("--tensor-parallel-size {} on --device {}: tensor parallelism runs on the CPU backend only so "
-                    "far (the GPU's sharded ops exist, but not NCCL nor a GPU per rank yet)",
-                    tensor_parallel_size, device);
+    if (device != "cpu") {
+      if (cpu_moe || !n_cpu_moe.empty())
+        return errorf("--cpu-moe and --n-cpu-moe with --tensor-parallel-size {}: not supported (with several GPUs "
+                      "the experts are split over them instead)",
+                      tensor_parallel_size);
+      if (gpu_memory_utilization != 0)
+        return errorf("--gpu-memory-utilization with --tensor-parallel-size {} on the GPU is not supported yet: give "
+                      "the KV cache's bytes per GPU (--kv-cache-memory)",
+                      tensor_parallel_size);
+      M2_RETURN_IF_ERROR(tensor_parallel_devices().status());
+    }
     M2_ASSIGN_OR_RETURN(const ModelConfig config, load_config_from(model));
     ParallelConfig p;
     p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
@@ -119,11 +129,59 @@ Status ModelOptions::check() const {
   return Status();
 }
 
+Result<std::vector<int>> ModelOptions::tensor_parallel_devices() const {
+  std::vector<int> devices;
+  if (const char* env = std::getenv("M2CPP_TP_DEVICES"); env && *env) {
+    const std::string list = env;
+    for (size_t b = 0; b <= list.size();) {
+      const size_t e = std::min(list.find(',', b), list.size());
+      const std::string item = list.substr(b, e - b);
+      b = e + 1;
+      const int d = parse_cuda_device("cuda:" + item);
+      if (d < 0) return errorf("M2CPP_TP_DEVICES={}: '{}' is not a GPU number", env, item);
+      devices.push_back(d);
+    }
+    if (static_cast<int>(devices.size()) != tensor_parallel_size)
+      return errorf("M2CPP_TP_DEVICES={}: {} GPU(s) for --tensor-parallel-size {}", env, devices.size(),
+                    tensor_parallel_size);
+  } else {
+    const int base = parse_cuda_device(device);
+    for (int r = 0; r < tensor_parallel_size; ++r) devices.push_back(base + r);
+  }
+#ifdef M2CPP_WITH_CUDA
+  const int have = cuda_device_count();
+#else
+  const int have = 0;
+#endif
+  for (size_t r = 0; r < devices.size(); ++r)
+    if (devices[r] >= have)
+      return errorf("--tensor-parallel-size {} on --device {}: rank {} needs GPU {} and this machine has {} (one GPU "
+                    "per rank from --device's; M2CPP_TP_DEVICES lists them, e.g. 0,0 for a test on one GPU)",
+                    tensor_parallel_size, device, r, devices[r], have);
+  return devices;
+}
+
 Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& weights, Backend& backend) const {
   if (tensor_parallel_size <= 1) return std::make_unique<MiniMaxM2>(weights, backend);
   M2_RETURN_IF_ERROR(check());
   ParallelConfig p;
   p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
+#ifdef M2CPP_WITH_CUDA
+  if (device != "cpu") {  // a GPU per rank, meeting in the peer-to-peer collectives
+    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
+    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, parsed_cuda_options());
+    log_info("tensor parallel: {} ranks{} on GPUs {}, peer-to-peer collectives", tensor_parallel_size,
+             enable_expert_parallel ? " (experts split whole)" : "", fmt::join(devices, ","));
+    return MiniMaxM2::tensor_parallel(
+        weights, p,
+        [devices, options](int r) -> Result<std::unique_ptr<Backend>> {
+          std::unique_ptr<Backend> b = make_cuda_backend(devices[r], options);
+          if (!b) return errorf("rank {}: the CUDA backend could not start on GPU {} (see the message above)", r, devices[r]);
+          return b;
+        },
+        make_cuda_peer_communicators);
+  }
+#endif
   // The global pool serves one caller at a time: each rank gets a pool of its share.
   const int total = threads > 0 ? threads : ThreadPool::global().size();
   const int per_rank = std::max(1, total / tensor_parallel_size);
@@ -172,9 +230,7 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
   if (device == "cpu") return make_cpu_backend();
 #ifdef M2CPP_WITH_CUDA
   if (const int gpu = parse_cuda_device(device); gpu >= 0) {
-    M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
-    options.cpu_moe_max_tokens = cpu_moe_max_tokens;
-    if (batch_invariant) options.batch_invariant = true;
+    M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, parsed_cuda_options());
     if (threads > 0) options.cpu_moe_threads = threads;  // as llama.cpp's -t with offloaded experts
     if (cpu_moe) options.cpu_moe_layers = cuda::CudaOptions::kCpuMoeAll;
     if (!n_cpu_moe.empty()) {
@@ -192,6 +248,15 @@ Result<std::unique_ptr<Backend>> ModelOptions::make_backend() const {
 #endif
   return errorf("--device {}: not available in this build", device);
 }
+
+#ifdef M2CPP_WITH_CUDA
+Result<cuda::CudaOptions> ModelOptions::parsed_cuda_options() const {
+  M2_ASSIGN_OR_RETURN(cuda::CudaOptions options, cuda::CudaOptions::parse(cuda_options));
+  options.cpu_moe_max_tokens = cpu_moe_max_tokens;
+  if (batch_invariant) options.batch_invariant = true;
+  return options;
+}
+#endif
 
 Result<int64_t> ModelOptions::auto_reserve_bytes() const {
   M2_ASSIGN_OR_RETURN(ModelConfig c, load_config_from(model));
@@ -216,6 +281,8 @@ Result<LoadedModel> ModelOptions::load_on_backend() const {
   M2_RETURN_IF_ERROR(check());  // before a long load
   M2_ASSIGN_OR_RETURN(m.backend, make_backend());
   M2_ASSIGN_OR_RETURN(m.weights, load());
+  // A GPU group's ranks prepare their own shards (make_model).
+  if (tensor_parallel_size > 1 && device != "cpu") return m;
   const size_t free_before = m.backend->memory_info().free_bytes;
   M2_RETURN_IF_ERROR(m.backend->prepare_weights(*m.weights));
   if (device != "cpu") {

@@ -10,6 +10,9 @@
 #include "model/minimax_m2.h"
 #include "model/weights.h"
 #include "util/status.h"
+#ifdef M2CPP_WITH_CUDA
+#include "backend/cuda/runtime/cuda_options.h"
+#endif
 
 namespace m2::cli {
 
@@ -67,6 +70,14 @@ struct ModelOptions {
   // ranks (CPU: threads, each a CPU backend on its share of --threads;
   // `weights` must outlive the model).
   Result<std::unique_ptr<MiniMaxM2>> make_model(const ModelWeights& weights, Backend& backend) const;
+  // The GPU of each rank with -tp N on --device cuda[:K]: K, K+1, ..., or
+  // M2CPP_TP_DEVICES (a comma list; e.g. "0,0": two ranks on one GPU, for
+  // tests); refused when the machine lacks one.
+  Result<std::vector<int>> tensor_parallel_devices() const;
+#ifdef M2CPP_WITH_CUDA
+  // --cuda-options with the flags that set CudaOptions (--batch-invariant, --cpu-moe-max-tokens).
+  Result<cuda::CudaOptions> parsed_cuda_options() const;
+#endif
   // Sizes the global thread pool from --threads (before any backend exists).
   void apply_threads() const;
   // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,
