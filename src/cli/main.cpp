@@ -1,5 +1,6 @@
 // m2cpp: inference engine and server for the MiniMax-M2 model family.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,23 @@ std::vector<std::string> vllm_short_names(int argc, char** argv) {
   return args;
 }
 
+// A GPU tensor-parallel group's collectives spin on the device until every
+// peer's has launched. With CUDA's lazy module loading (the default) a rank's
+// first launch of a kernel loads it, which may wait for the device while
+// holding a lock that the other ranks' launches need: the spinning kernels
+// then wait for launches that never come (run 61: tp 4 hung in a first
+// launch). Every kernel is loaded at start-up instead when ranks may run on
+// GPUs (-tp N > 1), unless the user chose a mode. Before any CUDA call.
+void eager_module_loading_for_tensor_parallel(const std::vector<std::string>& args) {
+  bool tp = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--tensor-parallel-size" && i + 1 < args.size()) tp |= args[i + 1] != "1";
+    if (a.rfind("--tensor-parallel-size=", 0) == 0) tp |= a.substr(23) != "1";
+  }
+  if (tp) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 }  // namespace m2::cli
 
 int main(int argc, char** argv) {
@@ -46,6 +64,7 @@ int main(int argc, char** argv) {
   for (auto& e : entries) commands.push_back(e.make(app));
   try {
     std::vector<std::string> args = m2::cli::vllm_short_names(argc, argv);
+    m2::cli::eager_module_loading_for_tensor_parallel(args);
     std::vector<char*> ptrs;
     for (std::string& a : args) ptrs.push_back(a.data());
     app.parse(argc, ptrs.data());

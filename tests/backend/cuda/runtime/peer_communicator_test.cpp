@@ -12,6 +12,7 @@
 // CPU backend's figures.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -21,6 +22,12 @@
 
 namespace m2::test {
 namespace {
+
+// Every kernel loaded when CUDA starts, as m2cpp does under -tp (cli/main.cpp:
+// a lazily loaded first launch can deadlock against peers' spinning
+// collectives). At static initialisation, before any test's first CUDA call;
+// for the whole binary.
+const bool kEagerModuleLoading = [] { return setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0; }();
 
 // Rank r's element i: values over seven decades with both signs, so that the
 // order of the sum shows in its bits.
