@@ -132,6 +132,12 @@ CudaBackend::~CudaBackend() {
   drop_graphs();
   for (void* p : weight_memory_) cudaFree(p);
   cudaStreamDestroy(stream_);
+  // A teardown error left pending on this thread would be reported by the
+  // next checked launch of another backend as its own (a suspect of the
+  // "invalid argument" attention launches seen only in the test process).
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    log_warn("CUDA backend on GPU {}: an error at teardown: {} ({})", device_, cudaGetErrorName(e),
+             cudaGetErrorString(e));
 }
 
 void CudaBackend::bind_device() const {

@@ -50,6 +50,8 @@ struct PeerGroup {
       cudaFree(flags[r]);
       cudaFree(epochs[r]);
     }
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)  // (not left for the next launch to report)
+      log_warn("peer collectives: an error freeing the staging buffers: {}", cudaGetErrorString(e));
   }
 };
 
