@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/memory_budget.h"
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
 #include "model/expert_placement.h"
@@ -117,6 +118,43 @@ int run_plan(const ModelOptions& mo, const std::string& steps, int64_t context, 
 #endif
 }
 
+constexpr int64_t kH200 = 150'020'816'896;  // cudaMemGetInfo's total on an H200 (139.7 GiB)
+constexpr int64_t kContext = 1ll << 29;     // the CUDA context and libraries
+
+// What one GPU (an H200) holds of this configuration at serve's defaults:
+// a rank's weights, the activation reserve of a step of
+// --max-num-batched-tokens' default, the CUDA context, and the KV cache in
+// what --gpu-memory-utilization (default 0.9) leaves, as tokens of a rank's
+// cache in BF16 and FP8 (scales included); or the GiB it lacks.
+struct GpuFit {
+  double utilization = 0.9;
+  int64_t weights = 0, activations = 0, kv = 0, kv_tokens_bf16 = 0, kv_tokens_fp8 = 0;
+  int64_t short_by = 0;  // > 0: does not fit, by this many bytes
+};
+
+GpuFit fit_on_h200(const ModelConfig& c, int kv_heads, int64_t weight_bytes, double utilization) {
+  GpuFit f;
+  f.utilization = utilization != 0 ? utilization : 0.9;
+  f.weights = weight_bytes;
+  SchedulerConfig sc;
+  f.activations = activation_reserve_bytes(c, sc.max_num_batched_tokens, sc.max_logit_rows());
+  const int64_t left = static_cast<int64_t>(f.utilization * kH200) - kContext - f.weights - f.activations;
+  if (left <= 0) {
+    f.short_by = 1 - left;
+    return f;
+  }
+  f.kv = left;
+  auto per_block = [&](DType dtype) {
+    KvCacheShape s;
+    s.num_layers = c.num_hidden_layers, s.num_kv_heads = kv_heads, s.head_dim = c.head_dim, s.dtype = dtype;
+    s.num_blocks = 1;
+    return static_cast<int64_t>(KvCache::storage_bytes(s));
+  };
+  f.kv_tokens_bf16 = left / per_block(DType::kBF16) * 16;
+  f.kv_tokens_fp8 = left / per_block(DType::kF8E4M3) * 16;
+  return f;
+}
+
 // The expert placement of --cpu-moe / --n-cpu-moe (auto: within
 // --gpu-memory-utilization of an H200, less the KV cache and activations
 // that --n-cpu-moe auto keeps by default).
@@ -128,8 +166,6 @@ Result<std::string> placement(const ModelOptions& mo, const ModelConfig& c) {
   }
   std::string budget;
   if (r.mode == ExpertPlacementRequest::Mode::kAuto) {
-    constexpr int64_t kH200 = 150'020'816'896;  // cudaMemGetInfo's total on an H200 (139.7 GiB)
-    constexpr int64_t kContext = 1ll << 29;     // the CUDA context and libraries
     const double util = mo.gpu_memory_utilization != 0 ? mo.gpu_memory_utilization : 0.9;
     M2_ASSIGN_OR_RETURN(const int64_t reserve, mo.auto_reserve_bytes());
     r.device_budget = static_cast<int64_t>(util * kH200) - kContext - reserve;
@@ -166,6 +202,11 @@ int run_info(const ModelOptions& mo, bool as_json) {
   const RankLayout rank0 = rank_layout(c, parallel, 0);
   const uint64_t kv_rank_bf16 = 2ull * c.num_hidden_layers * rank0.num_kv_heads * c.head_dim * 2;
   const uint64_t total = n.weights + n.scales;
+  uint64_t all_bytes = 0;
+  for (const auto& [name, b] : n.bytes_by_dtype) all_bytes += b;
+  const GpuFit fit = fit_on_h200(c, rank0.num_kv_heads,
+                                 static_cast<int64_t>(parallel.tensor_parallel_size > 1 ? n.rank_bytes : all_bytes),
+                                 mo.gpu_memory_utilization);
 
   if (as_json) {
     OrderedJson j;
@@ -192,6 +233,14 @@ int run_info(const ModelOptions& mo, bool as_json) {
                        {"weight_bytes", n.rank_bytes},
                        {"cpu_copied_bytes", n.rank_copied_bytes},
                        {"kv_bytes_per_token_bf16", kv_rank_bf16}};
+    j["per_gpu_h200"] = {{"gpu_memory_utilization", fit.utilization},
+                         {"weight_bytes", fit.weights},
+                         {"activation_bytes", fit.activations},
+                         {"fits", fit.short_by == 0},
+                         {"short_by_bytes", fit.short_by},
+                         {"kv_cache_bytes", fit.kv},
+                         {"kv_tokens_bf16", fit.kv_tokens_bf16},
+                         {"kv_tokens_fp8", fit.kv_tokens_fp8}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -221,6 +270,17 @@ int run_info(const ModelOptions& mo, bool as_json) {
                parallel.tensor_parallel_size, parallel.expert_parallel ? " + EP" : "", n.rank_bytes / double(1ull << 30),
                n.rank_copied_bytes / double(1ull << 30), kv_rank_bf16);
   }
+  constexpr double kGiB = 1073741824.0;
+  if (fit.short_by == 0)
+    fmt::print("per GPU (H200)   {} x {:.1f} GiB: weights {:.2f} + activations {:.2f} + CUDA 0.50 + KV cache {:.2f} GiB "
+               "= {} tokens in BF16, {} in FP8\n",
+               fit.utilization, kH200 / kGiB, fit.weights / kGiB, fit.activations / kGiB, fit.kv / kGiB,
+               fit.kv_tokens_bf16, fit.kv_tokens_fp8);
+  else
+    fmt::print("per GPU (H200)   does not fit: weights {:.2f} + activations {:.2f} + CUDA 0.50 GiB exceed {} x {:.1f} GiB "
+               "by {:.2f} GiB{}\n",
+               fit.weights / kGiB, fit.activations / kGiB, fit.utilization, kH200 / kGiB, fit.short_by / kGiB,
+               parallel.tensor_parallel_size < 8 ? " (more GPUs: -tp, or experts in host memory: --n-cpu-moe auto)" : "");
   fmt::print("cpu              {} kernels\n", isa_name(active_isa()));
   if (mo.cpu_moe || !mo.n_cpu_moe.empty()) {
     auto p = placement(mo, c);

@@ -151,6 +151,25 @@ TEST(Cli, InfoReportsBytesPerRank) {
   for (const auto& [dtype, b] : (*j)["bytes_by_dtype"].items()) total += b.get<uint64_t>();
   EXPECT_GT(p["weight_bytes"].get<uint64_t>(), total / 8);       // the embedding, norms and routers replicated
   EXPECT_LT(p["weight_bytes"].get<uint64_t>(), total / 8 * 1.05);
+  // What one H200 holds: tp 8 + EP leaves ~90 GiB of a 0.9 x 139.7 GiB budget for the cache. By hand from
+  // the spec: 8 kv heads / 8 ranks x 128 dims x 62 layers x 2 (K, V) x 2 bytes = 31,744 BF16 bytes a token.
+  const Json& g = (*j)["per_gpu_h200"];
+  EXPECT_TRUE(g["fits"].get<bool>());
+  EXPECT_EQ(g["weight_bytes"], p["weight_bytes"]);
+  EXPECT_GT(g["kv_cache_bytes"].get<double>(), 85.0 * (1 << 30));
+  EXPECT_LT(g["kv_cache_bytes"].get<double>(), 98.0 * (1 << 30));
+  EXPECT_NEAR(g["kv_tokens_bf16"].get<double>(), g["kv_cache_bytes"].get<double>() / 31744, 16);
+  EXPECT_GT(g["kv_tokens_fp8"].get<int64_t>(), g["kv_tokens_bf16"].get<int64_t>() * 19 / 10);  // half, + scales
+  // One GPU cannot hold the 230 GB model: it says by how much (~214 GiB of weights against ~125.7).
+  CmdResult one = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  auto oj = parse_json(one.out, "info");
+  ASSERT_TRUE(oj.ok()) << one.out;
+  EXPECT_FALSE((*oj)["per_gpu_h200"]["fits"].get<bool>());
+  EXPECT_GT((*oj)["per_gpu_h200"]["short_by_bytes"].get<double>(), 85.0 * (1 << 30));
+  EXPECT_LT((*oj)["per_gpu_h200"]["short_by_bytes"].get<double>(), 95.0 * (1 << 30));
+  CmdResult text = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy -tp 2");
+  EXPECT_NE(text.out.find("per GPU (H200)   0.9 x 139.7 GiB: weights"), std::string::npos) << text.out;
   CmdResult bad = run("info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy -tp 8");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("rows of w1 is 192 wide, not a multiple of the FP8 scale block 128"), std::string::npos) << bad.err;
