@@ -13,11 +13,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace m2 {
 
 class Backend;  // model/backend.h
+
+// Thrown by a collective of a group one of whose ranks has aborted
+// (Communicator::abort); what() names that rank and its error.
+class CollectiveAborted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Communicator {
  public:
@@ -34,6 +43,12 @@ class Communicator {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
+  // This rank has failed (`why`): every rank of the group waiting in a
+  // collective, or entering one later, stops with CollectiveAborted naming
+  // this rank and why, instead of waiting for it forever. The group is then
+  // unusable. Host communicators implement it; the peer-to-peer kernels
+  // instead stop after their timeout.
+  virtual void abort(const std::string& why) {}
   // The collectives are ops queued on the rank backend's stream (a GPU
   // kernel), not host work: a step that calls them may be recorded and
   // replayed (Backend::begin_step) like any other op.

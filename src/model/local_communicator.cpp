@@ -5,7 +5,9 @@
 // order) and writes the sum into chunk r of every rank's buffer; the chunks
 // are disjoint, so no two ranks touch the same floats between the barriers.
 #include <algorithm>
-#include <barrier>
+#include <condition_variable>
+#include <mutex>
+#include <string>
 #include <cstring>
 
 #include "model/communicator.h"
@@ -13,10 +15,44 @@
 namespace m2 {
 namespace {
 
+// A barrier that a failed rank can break (Communicator::abort): every rank
+// waiting in it, and every later arrival, throws CollectiveAborted.
+class BreakableBarrier {
+ public:
+  explicit BreakableBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!why_.empty()) throw CollectiveAborted(why_);
+    const uint64_t phase = phase_;
+    if (++arrived_ == n_) {
+      arrived_ = 0, ++phase_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return phase_ != phase || !why_.empty(); });
+    if (phase_ == phase) throw CollectiveAborted(why_);
+  }
+  void abort(std::string why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (why_.empty()) why_ = std::move(why);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t phase_ = 0;
+  std::string why_;  // non-empty once aborted
+};
+
 struct Group {
   explicit Group(int n) : size(n), sync(n), posted(n, nullptr) {}
   int size;
-  std::barrier<> sync;
+  BreakableBarrier sync;
   std::vector<void*> posted;  // each rank's buffer of the collective in progress
 };
 
@@ -56,6 +92,10 @@ class LocalCommunicator final : public Communicator {
   }
 
   void barrier() override { g_->sync.arrive_and_wait(); }
+  void abort(const std::string& why) override {
+    g_->sync.abort("tensor-parallel rank " + std::to_string(rank_) + " of " + std::to_string(g_->size) +
+                   " failed: " + why);
+  }
 
  private:
   // Publishes this rank's buffer and waits until every rank has published.

@@ -40,6 +40,7 @@ class StagedCommunicator final : public Communicator {
   }
 
   void barrier() override { inner_->barrier(); }
+  void abort(const std::string& why) override { inner_->abort(why); }
 
  private:
   static size_t bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }

@@ -68,9 +68,19 @@ void TensorParallelGroup::worker(int rank) {
       seen = generation_;
       job = job_;
     }
-    Status s = (*job)(rank);
+    // A rank that fails alone aborts the group's collectives, so that the
+    // others stop (CollectiveAborted) instead of waiting for it forever.
+    Status s;
+    bool stopped_by_peer = false;
+    try {
+      s = (*job)(rank);
+      if (!s.ok()) ranks_[rank].comm->abort(s.message());
+    } catch (const CollectiveAborted& e) {
+      s = errorf("{}", e.what()), stopped_by_peer = true;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     ranks_[rank].status = std::move(s);
+    ranks_[rank].stopped_by_peer = stopped_by_peer;
     if (--pending_ == 0) cv_.notify_all();
   }
 }
@@ -83,7 +93,9 @@ Status TensorParallelGroup::run(const std::function<Status(int rank)>& fn) {
   cv_.notify_all();
   cv_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
-  if (!ranks_[0].status.ok()) return ranks_[0].status;
+  // The failure itself before the ranks it stopped; rank 0's first.
+  for (const Rank& r : ranks_)
+    if (!r.status.ok() && !r.stopped_by_peer) return r.status;
   for (const Rank& r : ranks_)
     if (!r.status.ok()) return r.status;
   return Status();

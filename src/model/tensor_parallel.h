@@ -46,10 +46,14 @@ class TensorParallelGroup {
   MiniMaxM2& model(int rank) { return *ranks_[rank].model; }
   Backend& backend(int rank) { return *ranks_[rank].backend; }
 
+  Communicator& comm(int rank) { return *ranks_[rank].comm; }
+
   // Runs fn(rank) on every rank's thread at once and returns when all are
-  // done: rank 0's status, else the first failing rank's. Every rank must
-  // make the same collectives: fn must not fail on one rank only before or
-  // between them (arguments are checked alike on every rank).
+  // done: OK, or the first failing rank's error. Every rank should make the
+  // same collectives (arguments are checked alike on every rank first); one
+  // that fails alone aborts the group's collectives, the others stop with
+  // "rank r failed: ..." and the group is unusable afterwards (with host
+  // communicators; GPU peer kernels stop after their 60 s timeout).
   Status run(const std::function<Status(int rank)>& fn);
 
  private:
@@ -60,6 +64,7 @@ class TensorParallelGroup {
     std::unique_ptr<MiniMaxM2> model;
     std::thread thread;
     Status status;
+    bool stopped_by_peer = false;  // status: a collective aborted by another rank's failure
   };
   TensorParallelGroup() = default;
   void worker(int rank);

@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "model/dummy_values.h"
 #include "model/greedy.h"
 #include "model/minimax_m2.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_shard.h"
 #include "test_paths.h"
 
@@ -338,6 +340,54 @@ TEST(TensorParallelConfig, AGroupRefusesAnotherModelsCache) {
   const Status s = (*g)->forward(seq.step(ids, 0, true), *seq.cache, &logits);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("0 rank caches for a group of 2"), std::string::npos) << s.message();
+}
+
+// A rank that fails alone (here: before a collective the others enter)
+// stops the others with its error instead of leaving them waiting: the
+// waiting ranks' collectives throw CollectiveAborted naming the failed rank,
+// later collectives too, and the group's run() returns the failure itself.
+TEST(TensorParallelFailure, ARankThatAbortsStopsTheOthersCollectives) {
+  auto comms = make_local_communicators(3);
+  std::vector<std::string> seen(3);
+  std::vector<std::thread> t;
+  for (int r : {0, 2})
+    t.emplace_back([&, r] {
+      std::vector<float> v(8, 1.0f);
+      try {
+        comms[r]->all_reduce_sum(v.data(), 8);
+      } catch (const CollectiveAborted& e) {
+        seen[r] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (the others already waiting)
+  comms[1]->abort("out of memory on purpose");
+  for (auto& x : t) x.join();
+  for (int r : {0, 2}) EXPECT_EQ(seen[r], "tensor-parallel rank 1 of 3 failed: out of memory on purpose") << r;
+  EXPECT_THROW(comms[0]->barrier(), CollectiveAborted);  // later collectives stop at once
+}
+
+TEST(TensorParallelFailure, AGroupReturnsTheFailingRanksErrorNotAHang) {
+  auto w = load_model(test::data_path("m2-tiny-bf16"), LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  auto g = TensorParallelGroup::create(**w, p, [](int) -> Result<std::unique_ptr<Backend>> { return make_cpu_backend(1); });
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  TensorParallelGroup& group = **g;
+  const Status s = group.run([&](int r) -> Status {
+    if (r == 1) return errorf("rank one's disk went away");
+    std::vector<float> v(4, 1.0f);
+    group.comm(r).all_reduce_sum(v.data(), 4);  // waits for rank 1, which never comes
+    return Status();
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "rank one's disk went away");
+  // The group is unusable afterwards, and says why on every rank.
+  const Status again = group.run([&](int r) -> Status {
+    group.comm(r).barrier();
+    return Status();
+  });
+  EXPECT_NE(again.message().find("rank 1 of 2 failed: rank one's disk went away"), std::string::npos) << again.message();
 }
 
 }  // namespace

@@ -106,6 +106,10 @@ class PeerCommunicator final : public Communicator {
   // (Not on the step's path: staged through the host.)
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
   void barrier() override { host_->barrier(); }
+  void abort(const std::string& why) override {
+    host_->abort(why);
+    if (g_->co_located) g_->arrival->arrive_and_drop();  // (the arrivals: the others are not left waiting for us)
+  }
 
  private:
   std::shared_ptr<PeerGroup> g_;
