@@ -46,7 +46,7 @@ M27=(-m configs/minimax-m2.7.json --load-format dummy --num-layers "$LAYERS" --d
 
 # 2. Tests.
 if run 240 "$BUILD/test_backend_cuda" --gtest_color=no \
-    --gtest_filter='CudaTensorParallel*:PeerCommunicator*' > "$OUT/tests.log" 2>&1; then
+    --gtest_filter='*CudaTensorParallel*:*PeerCommunicator*' > "$OUT/tests.log" 2>&1; then
   note "tests: pass ($(grep -c '^\[       OK' "$OUT/tests.log") tests)"
 else
   note "tests: FAIL (tests.log)"; grep -E '^\[  FAILED|Failure' "$OUT/tests.log" | head -10 | tee -a "$SUMMARY"
