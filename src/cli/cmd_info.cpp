@@ -257,12 +257,9 @@ int run_info(const ModelOptions& mo, bool as_json) {
                    : std::string());
   fmt::print("parameters       {:.2f} B total ({} weights + {} FP8 scales)\n", total / 1e9, n.weights, n.scales);
   fmt::print("active/token     {:.2f} B ({})\n", n.active / 1e9, n.active);
-  uint64_t bytes = 0;
-  for (const auto& [name, b] : n.bytes_by_dtype) {
+  for (const auto& [name, b] : n.bytes_by_dtype)
     fmt::print("bytes {:<10} {:.3f} GiB ({} bytes)\n", name, b / double(1ull << 30), b);
-    bytes += b;
-  }
-  fmt::print("bytes total      {:.3f} GiB\n", bytes / double(1ull << 30));
+  fmt::print("bytes total      {:.3f} GiB\n", all_bytes / double(1ull << 30));
   fmt::print("kv cache/token   {} bytes in BF16 ({} in FP8)\n", kv_bf16, kv_bf16 / 2);
   if (parallel.tensor_parallel_size > 1) {
     fmt::print("per rank         tp {}{}: {:.3f} GiB of weights ({:.3f} GiB of them column slices the CPU ranks "

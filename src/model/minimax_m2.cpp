@@ -301,6 +301,11 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
   routing.weights = scratch(kRouteW, T, routing.top_k).data;
 
   Backend& b = backend_;
+  // x += out, h = norm(x): under tp `out` is this rank's partial sum, reduced
+  // in the same op (one kernel on the GPU).
+  auto add_norm = [&](const Weight& weight) {
+    return tp ? b.all_reduce_add_rms_norm(*comm_, x, out, weight, eps, h) : b.add_rms_norm(x, out, weight, eps, h);
+  };
   // A pure decode step may be recorded (its shape: its rows, and what the
   // backend derives from the context bound) and replayed; anything else runs
   // op by op.
@@ -321,11 +326,7 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
       // previous block's residual add is fused into this block's norm. Each
       // producer's copy of its output (ActCopy) goes to the products that
       // read that output next.
-      // (Under tp, `out` is the previous MoE's partial sum: reduced here, in
-      // the fused all-reduce + add + norm.)
-      const ActCopy hc = l == 0 ? b.rms_norm(x, L.input_norm, eps, h)
-                         : tp   ? b.all_reduce_add_rms_norm(*comm_, x, out, L.input_norm, eps, h)
-                                : b.add_rms_norm(x, out, L.input_norm, eps, h);
+      const ActCopy hc = l == 0 ? b.rms_norm(x, L.input_norm, eps, h) : add_norm(L.input_norm);
       b.qkv_proj(h, L.q_proj, L.k_proj, L.v_proj, q, k, v, hc);
       if (tp && c.use_qk_norm) {
         // Full-width QK norm over all ranks' heads (m2-spec §2.2c): the
@@ -344,10 +345,8 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
       }
       const ActCopy ac = b.attention(q, cache, l, in.seqs, c.num_attention_heads, attn_scale, attn);
       b.matmul(attn, L.o_proj, out, ac);
-      // MoE block: x += Σ_k w_k expert_k(post_norm(x)). Under tp, o_proj of
-      // this rank's heads is a partial sum, all-reduced with the add + norm.
-      const ActCopy mc = tp ? b.all_reduce_add_rms_norm(*comm_, x, out, L.post_attention_norm, eps, h)
-                            : b.add_rms_norm(x, out, L.post_attention_norm, eps, h);
+      // MoE block: x += Σ_k w_k expert_k(post_norm(x)).
+      const ActCopy mc = add_norm(L.post_attention_norm);
       const float scaling = static_cast<float>(c.routed_scaling_factor);
       if (forced) {
         const std::span<const int32_t> layer_ids(in.forced_experts.data() + l * T * top_k,

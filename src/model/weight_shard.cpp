@@ -58,8 +58,7 @@ Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const c
   };
   // A dummy FP8 weight generated on the GPU has no host bytes: the slice is
   // a placeholder of its own, its elements a window of the tensor's.
-  auto dummy = shard.dummy_fp8.upper_bound(w.weight.data);
-  if (dummy != shard.dummy_fp8.begin() && (--dummy)->first == w.weight.data) {
+  if (auto dummy = shard.dummy_fp8.find(w.weight.data); dummy != shard.dummy_fp8.end()) {
     M2_ASSIGN_OR_RETURN(std::shared_ptr<void> place, reserve_inaccessible(static_cast<size_t>(rows * (end - begin))));
     out.weight.data = place.get();
     out.weight.shape = Shape{rows, end - begin};

@@ -80,25 +80,9 @@ class PeerCommunicator final : public Communicator {
   }
 
   void all_reduce_sum(float* data, int64_t n) override {
-    if (ranks_.size == 1) return;
-    M2_CUDA_CHECK(cudaSetDevice(device_), "peer all-reduce on GPU {}", device_);
-    for (int64_t c = 0; c < n; c += kPeerLaunchFloats) {
-      const int64_t m = std::min(kPeerLaunchFloats, n - c);
-      arrive();
-      M2_CUDA_CHECK(launch_peer_collective(ranks_, data + c, data + c, m, false, 0, kPeerTimeoutSeconds, stream_),
-                    "peer all-reduce of {} floats (rank {} of {})", n, rank_, ranks_.size);
-    }
+    if (ranks_.size > 1) collective(data, data, n, false);
   }
-
-  void all_gather(const float* in, int64_t n, float* out) override {
-    M2_CUDA_CHECK(cudaSetDevice(device_), "peer all-gather on GPU {}", device_);
-    for (int64_t c = 0; c < n; c += kPeerLaunchFloats) {
-      const int64_t m = std::min(kPeerLaunchFloats, n - c);
-      arrive();
-      M2_CUDA_CHECK(launch_peer_collective(ranks_, in + c, out + c, m, true, n, kPeerTimeoutSeconds, stream_),
-                    "peer all-gather of {} floats (rank {} of {})", n, rank_, ranks_.size);
-    }
-  }
+  void all_gather(const float* in, int64_t n, float* out) override { collective(in, out, n, true); }
 
   const PeerRanks& ranks() const { return ranks_; }
   int device() const { return device_; }
@@ -112,6 +96,19 @@ class PeerCommunicator final : public Communicator {
   }
 
  private:
+  // n floats in launches of at most kPeerLaunchFloats (an all-gather's
+  // output rows keep their stride n).
+  void collective(const float* in, float* out, int64_t n, bool gather) {
+    const char* what = gather ? "all-gather" : "all-reduce";
+    M2_CUDA_CHECK(cudaSetDevice(device_), "peer {} on GPU {}", what, device_);
+    for (int64_t c = 0; c < n; c += kPeerLaunchFloats) {
+      arrive();
+      M2_CUDA_CHECK(launch_peer_collective(ranks_, in + c, out + c, std::min(kPeerLaunchFloats, n - c), gather,
+                                           gather ? n : 0, kPeerTimeoutSeconds, stream_),
+                    "peer {} of {} floats (rank {} of {})", what, n, rank_, ranks_.size);
+    }
+  }
+
   std::shared_ptr<PeerGroup> g_;
   int rank_, device_;
   cudaStream_t stream_;
