@@ -218,24 +218,28 @@ constexpr size_t kMaxDynamicSmem = 200 * 1024;
 // The default limit (48 KiB) covers dynamic *plus static* shared memory, so
 // the opt-in is needed well below 48 KiB of dynamic memory when the kernel
 // also declares static arrays: it is set for anything above 16 KiB, once per
-// kernel and size (a cudaFuncSetAttribute per launch would cost microseconds).
+// kernel, device and size (a cudaFuncSetAttribute per launch would cost
+// microseconds). The limit only ever grows (grant_dynamic_smem), so what this
+// thread's cache says it was granted stays true whatever other threads ask.
 template <class Kernel>
 cudaError_t allow_dynamic_smem(Kernel* kernel, size_t bytes) {
   if (bytes <= 16 * 1024) return cudaSuccess;
   if (bytes > kMaxDynamicSmem) return cudaErrorInvalidValue;
   struct Granted {
     const void* kernel;
+    int device;
     size_t bytes;
   };
   thread_local Granted granted[32] = {};  // a few dozen kernel instantiations exist
   const void* key = reinterpret_cast<const void*>(kernel);
+  int device = 0;
+  cudaGetDevice(&device);
   int slot = 0;
-  for (; slot < 32 && granted[slot].kernel && granted[slot].kernel != key; ++slot) {
+  for (; slot < 32 && granted[slot].kernel && (granted[slot].kernel != key || granted[slot].device != device); ++slot) {
   }
   if (slot < 32 && granted[slot].kernel == key && granted[slot].bytes >= bytes) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (e == cudaSuccess && slot < 32) granted[slot] = {key, bytes};
-  if (e != cudaSuccess) log_smem_refused(bytes);
+  const cudaError_t e = grant_dynamic_smem(key, bytes);
+  if (e == cudaSuccess && slot < 32) granted[slot] = {key, device, bytes};
   return e;
 }
 

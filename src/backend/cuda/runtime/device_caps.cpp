@@ -4,8 +4,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "backend/cuda/attention/flashinfer_prefill.h"
 #include "backend/cuda/gemm/fp8_gemm.h"
@@ -112,6 +115,29 @@ bool current_device_has_pdl() {
     known[device].store(v, std::memory_order_relaxed);
   }
   return v == 2;
+}
+
+cudaError_t grant_dynamic_smem(const void* kernel, size_t bytes) {
+  struct Grant {
+    const void* kernel;
+    int device;
+    size_t bytes;
+  };
+  static std::mutex mu;
+  static std::vector<Grant> grants;  // a few dozen kernel instantiations per device
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = std::find_if(grants.begin(), grants.end(), [&](const Grant& g) { return g.kernel == kernel && g.device == device; });
+  if (it != grants.end() && it->bytes >= bytes) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != cudaSuccess) {
+    log_smem_refused(bytes);
+    return e;
+  }
+  if (it != grants.end()) it->bytes = bytes;
+  else grants.push_back({kernel, device, bytes});
+  return cudaSuccess;
 }
 
 void log_smem_refused(size_t bytes) {

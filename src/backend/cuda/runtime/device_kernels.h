@@ -29,5 +29,12 @@ void allow_pdl(int device, bool allowed);
 // block and was refused, with the device's limit (99 KiB on sm_86/sm_89, 163
 // on sm_80, 227 on sm_90): the failing op then stops naming itself.
 void log_smem_refused(size_t bytes);
+// Raises `kernel`'s dynamic shared memory limit on the current device to at
+// least `bytes`, never lowering it: the limit is the function's, shared by
+// every thread (every rank of a group on one GPU) that launches it, so a
+// thread asking for less must not shrink what another was granted (a launch
+// of the larger size would then fail "invalid argument"). Process-wide,
+// under a lock: the slow path of allow_dynamic_smem.
+cudaError_t grant_dynamic_smem(const void* kernel, size_t bytes);
 
 }  // namespace m2::cuda
