@@ -123,6 +123,11 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
     --gtest_filter='Kv/StepMix.*:Paths/W8A8.*:Kv/BatchInvariance.*' >> "$OUT/tests.log" 2>&1 ||
     TESTS=fail
 fi
+# GPU ranks across nodes: two processes on this GPU (scripts/gpu_nodes_check.sh).
+if [[ -z "${SKIP_TESTS:-}" ]]; then
+  BUILD=$BUILD OUT=$OUT/nodes run 300 scripts/gpu_nodes_check.sh >> "$OUT/tests.log" 2>&1 || TESTS=fail
+  grep -E 'over 2 nodes' "$OUT/tests.log" | tee -a "$SUMMARY"
+fi
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]|Failure|CUDA error' "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
 

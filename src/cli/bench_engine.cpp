@@ -36,6 +36,7 @@ int run(const ModelOptions& mo, const Args& a) {
   if (!m.ok()) return fail(m.status());
   auto made = mo.make_model(*m->weights, *m->backend);
   if (!made.ok()) return fail(made.status());
+  if (!*made) return 0;  // a node > 0: it ran node 0's steps
   MiniMaxM2& model = **made;
   EngineConfig c;
   c.kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names

@@ -389,6 +389,7 @@ int run_decode_bench(ModelOptions mo, const DecodeArgs& a) {
 #endif
   auto model = mo.make_model(*d.loaded.weights, *d.loaded.backend);
   if (!model.ok()) return fail(model.status());
+  if (!*model) return 0;  // a node > 0: it ran node 0's steps
   return a.batch > 1 ? run_decode_batch(mo, a, d, **model) : run_decode(mo, a, d, **model);
 }
 

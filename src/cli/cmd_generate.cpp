@@ -30,6 +30,7 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   if (!m.ok()) return fail(m.status());
   auto made = mo.make_model(*m->weights, *m->backend);
   if (!made.ok()) return fail(made.status());
+  if (!*made) return 0;  // a node > 0: it ran node 0's steps
   MiniMaxM2& model = **made;
   GreedyOptions o;
   o.max_tokens = a.max_tokens;

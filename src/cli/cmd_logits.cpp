@@ -18,6 +18,7 @@ int run_logits(const ModelOptions& mo, const std::string& ids_text, const std::s
   if (!m.ok()) return fail(m.status());
   auto made = mo.make_model(*m->weights, *m->backend);
   if (!made.ok()) return fail(made.status());
+  if (!*made) return 0;  // a node > 0: it ran node 0's steps
   MiniMaxM2& model = **made;
   auto logits = all_logits(model, *ids, *kv_dtype);
   if (!logits.ok()) return fail(logits.status());

@@ -50,6 +50,7 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   c->chat_template.emplace(std::move(t));
   M2_ASSIGN_OR_RETURN(c->loaded, mo.load_on_backend());
   M2_ASSIGN_OR_RETURN(c->model, mo.make_model(*c->loaded.weights, *c->loaded.backend));
+  if (!c->model) return Status();  // a node > 0: it ran node 0's steps
   EngineConfig ec;
   M2_ASSIGN_OR_RETURN(ec.kv_dtype, parse_kv_dtype(a.kv));
   M2_ASSIGN_OR_RETURN(ec.kv_cache_bytes, mo.kv_cache_bytes(c->loaded, 0, 512ll << 20, ec.scheduler.max_num_batched_tokens, 1));
@@ -170,6 +171,7 @@ int run_chat(ModelOptions mo, const RunArgs& a) {
     return fail(errorf("no -m given and no bundled model found (models/m2-demo); set -m DIR or M2CPP_MODEL"));
   Chat chat;
   if (Status s = open_chat(mo, a, &chat); !s.ok()) return fail(s);
+  if (!chat.model) return 0;  // a node > 0: it ran node 0's steps
   const bool tty_out = isatty(STDOUT_FILENO);
   OrderedJson messages = fresh_messages(a.system);
 

@@ -14,12 +14,15 @@
 #include <memory>
 #include <thread>
 
+#include <unistd.h>
+
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/model_options.h"
 #include "cli/shutdown_signals.h"
 #include "engine/constraint.h"
 #include "engine/engine_loop.h"
+#include "model/node_group.h"
 #include "model/weight_update.h"
 #include "server/rollout_routes.h"
 #include "server/server.h"
@@ -113,6 +116,14 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   if (Status s = check_limits(a); !s.ok()) return fail(s);
   ShutdownSignals signals;  // before any other thread starts
   std::signal(SIGPIPE, SIG_IGN);
+  // A node > 0 of a multi-node job serves no HTTP: it runs node 0's steps
+  // until node 0 ends (a signal ends it at once: nothing of its own to drain).
+  if (Result<NodeConfig> node = mo.nodes.resolve(mo.tensor_parallel_size); node.ok() && node->node_rank > 0) {
+    auto loaded = mo.load_on_backend();
+    if (!loaded.ok()) return fail(loaded.status());
+    auto made = mo.make_model(*loaded->weights, *loaded->backend);
+    return made.ok() ? 0 : fail(made.status());
+  }
 
   server::ServerContext ctx;
   // The name clients use: the -m argument as given (vLLM's default), or the
@@ -202,7 +213,13 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
                                  loaded->backend->reads_weight_views());
   auto made = mo.make_model(rollout.current()->weights(), *loaded->backend);
   if (!made.ok()) return fail(made.status());
+  if (!*made) return 0;  // a node > 0: it ran node 0's steps
   MiniMaxM2& model = **made;
+  if (NodeGroup* nodes = model.node_group())  // a lost node ends the job: the graceful shutdown, then exit 1
+    nodes->watch([](const Status& why) {
+      log_error("m2cpp serve: {}: stopping", why.message());
+      kill(getpid(), SIGTERM);
+    });
 
   EngineConfig ec;
   ec.block_size = a.block_size;
@@ -260,6 +277,8 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   (*srv)->stop();  // the request threads first: they submit to the loop
   loop.stop(errorf("the server stopped"));
   log_info("m2cpp serve: stopped");
+  if (NodeGroup* nodes = model.node_group(); nodes && !nodes->failure().ok())
+    return fail(errorf("the node group failed: {}", nodes->failure().message()));
   return 0;
 }
 

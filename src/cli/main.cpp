@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "util/log.h"
+#include "util/version.h"
 
 namespace m2::cli {
 
@@ -52,7 +53,7 @@ void eager_module_loading_for_tensor_parallel(const std::vector<std::string>& ar
 int main(int argc, char** argv) {
   CLI::App app{"m2cpp: inference engine and server for the MiniMax-M2 model family"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "m2cpp 0.1.0");
+  app.set_version_flag("--version", std::string("m2cpp ") + m2::kM2cppVersion);
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging on stderr");
   app.add_flag("-q,--quiet", quiet, "Only errors on stderr");

@@ -15,6 +15,7 @@
 #include "util/json.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
+#include "util/version.h"
 #ifdef M2CPP_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -75,6 +76,7 @@ void ModelOptions::add_parallel_to(CLI::App* app) {
       ->check(int_range(1, 1024));
   app->add_flag("--enable-expert-parallel", enable_expert_parallel,
                 "Split the experts whole over the ranks instead of each expert's columns");
+  nodes.add_to(app);
 }
 
 Status ModelOptions::check() const {
@@ -89,6 +91,7 @@ Status ModelOptions::check() const {
     return errorf("--batch-invariant with --cpu-moe or --n-cpu-moe is not supported: a host layer's experts run on "
                   "the CPU up to --cpu-moe-max-tokens tokens a step and on the GPU above, with other numerics");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
+  M2_RETURN_IF_ERROR(nodes.resolve(tensor_parallel_size).status());
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
     if (device != "cpu") {
       if (cpu_moe || !n_cpu_moe.empty())
@@ -130,6 +133,12 @@ Status ModelOptions::check() const {
 }
 
 Result<std::vector<int>> ModelOptions::tensor_parallel_devices() const {
+  // This node's ranks (all of them on one node).
+  M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
+  const int ranks = tensor_parallel_size / node.nnodes;
+  const std::string what = node.nnodes > 1 ? fmt::format("this node's {} ranks of --tensor-parallel-size {}", ranks,
+                                                          tensor_parallel_size)
+                                           : fmt::format("--tensor-parallel-size {}", tensor_parallel_size);
   std::vector<int> devices;
   if (const char* env = std::getenv("M2CPP_TP_DEVICES"); env && *env) {
     const std::string list = env;
@@ -141,12 +150,11 @@ Result<std::vector<int>> ModelOptions::tensor_parallel_devices() const {
       if (d < 0) return errorf("M2CPP_TP_DEVICES={}: '{}' is not a GPU number", env, item);
       devices.push_back(d);
     }
-    if (static_cast<int>(devices.size()) != tensor_parallel_size)
-      return errorf("M2CPP_TP_DEVICES={}: {} GPU(s) for --tensor-parallel-size {}", env, devices.size(),
-                    tensor_parallel_size);
+    if (static_cast<int>(devices.size()) != ranks)
+      return errorf("M2CPP_TP_DEVICES={}: {} GPU(s) for {}", env, devices.size(), what);
   } else {
     const int base = parse_cuda_device(device);
-    for (int r = 0; r < tensor_parallel_size; ++r) devices.push_back(base + r);
+    for (int r = 0; r < ranks; ++r) devices.push_back(base + r);
   }
 #ifdef M2CPP_WITH_CUDA
   const int have = cuda_device_count();
@@ -155,17 +163,33 @@ Result<std::vector<int>> ModelOptions::tensor_parallel_devices() const {
 #endif
   for (size_t r = 0; r < devices.size(); ++r)
     if (devices[r] >= have)
-      return errorf("--tensor-parallel-size {} on --device {}: rank {} needs GPU {} and this machine has {} (one GPU "
-                    "per rank from --device's; M2CPP_TP_DEVICES lists them, e.g. 0,0 for a test on one GPU)",
-                    tensor_parallel_size, device, r, devices[r], have);
+      return errorf("{} on --device {}: rank {} needs GPU {} and this machine has {} (one GPU per rank from "
+                    "--device's; M2CPP_TP_DEVICES lists them, e.g. 0,0 for a test on one GPU)",
+                    what, device, r, devices[r], have);
   return devices;
 }
 
+#ifdef M2CPP_WITH_CUDA
+namespace {
+// Rank r's backend: a CUDA backend on devices[r] (local rank r of this node).
+std::function<Result<std::unique_ptr<Backend>>(int)> cuda_rank_backends(std::vector<int> devices,
+                                                                        cuda::CudaOptions options) {
+  return [devices = std::move(devices), options](int r) -> Result<std::unique_ptr<Backend>> {
+    std::unique_ptr<Backend> b = make_cuda_backend(devices[r], options);
+    if (!b) return errorf("rank {}: the CUDA backend could not start on GPU {} (see the message above)", r, devices[r]);
+    return b;
+  };
+}
+}  // namespace
+#endif
+
 Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& weights, Backend& backend) const {
-  if (tensor_parallel_size <= 1) return std::make_unique<MiniMaxM2>(weights, backend);
+  M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
+  if (tensor_parallel_size <= 1 && node.nnodes <= 1) return std::make_unique<MiniMaxM2>(weights, backend);
   M2_RETURN_IF_ERROR(check());
   ParallelConfig p;
   p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
+  if (node.nnodes > 1) return make_node_model(weights, p, node);
 #ifdef M2CPP_WITH_CUDA
   if (device != "cpu") {  // a GPU per rank, meeting in the peer-to-peer collectives
     M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
@@ -174,11 +198,7 @@ Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& 
              enable_expert_parallel ? " (experts split whole)" : "", fmt::join(devices, ","));
     return MiniMaxM2::tensor_parallel(
         weights, p,
-        [devices, options](int r) -> Result<std::unique_ptr<Backend>> {
-          std::unique_ptr<Backend> b = make_cuda_backend(devices[r], options);
-          if (!b) return errorf("rank {}: the CUDA backend could not start on GPU {} (see the message above)", r, devices[r]);
-          return b;
-        },
+        cuda_rank_backends(devices, options),
         make_cuda_peer_communicators);
   }
 #endif
@@ -190,6 +210,40 @@ Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& 
   return MiniMaxM2::tensor_parallel(weights, p, [per_rank](int) -> Result<std::unique_ptr<Backend>> {
     return make_cpu_backend(per_rank);
   });
+}
+
+Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_node_model(const ModelWeights& weights, const ParallelConfig& p,
+                                                                 const NodeConfig& node) const {
+  const int local = tensor_parallel_size / node.nnodes;
+  const int total = threads > 0 ? threads : ThreadPool::global().size();
+  const int per_rank = std::max(1, total / local);
+  std::function<Result<std::unique_ptr<Backend>>(int)> make_backend = [per_rank](int) -> Result<std::unique_ptr<Backend>> {
+    return make_cpu_backend(per_rank);
+  };
+  std::string where = fmt::format("on the CPU, {} thread(s) each", per_rank);
+#ifdef M2CPP_WITH_CUDA
+  if (device != "cpu") {  // a GPU per local rank; collectives staged through the host (no NCCL yet)
+    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
+    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, parsed_cuda_options());
+    make_backend = cuda_rank_backends(devices, options);
+    where = fmt::format("on GPUs {}, collectives staged through the host", fmt::join(devices, ","));
+  }
+#endif
+  NodeIdentity id;
+  id.version = kM2cppVersion;
+  id.tensor_parallel_size = tensor_parallel_size, id.expert_parallel = enable_expert_parallel;
+  id.model = node_model_identity(weights, load_format, seed, lm_head_dtype);
+  M2_ASSIGN_OR_RETURN(std::unique_ptr<NodeGroup> group, NodeGroup::rendezvous(node, id));
+  log_info("tensor parallel: node {} of {} holds ranks {}..{} of {}{} {}", node.node_rank, node.nnodes,
+           node.node_rank * local, node.node_rank * local + local - 1, tensor_parallel_size,
+           enable_expert_parallel ? " (experts split whole)" : "", where);
+  M2_ASSIGN_OR_RETURN(std::unique_ptr<MiniMaxM2> model,
+                      MiniMaxM2::tensor_parallel(weights, p, make_backend, {}, std::shared_ptr<NodeGroup>(std::move(group))));
+  if (node.node_rank == 0) return model;
+  log_info("node {}: following node 0's steps", node.node_rank);
+  M2_RETURN_IF_ERROR(model->follow_node_zero());
+  log_info("node {}: node 0 ended the job", node.node_rank);
+  return std::unique_ptr<MiniMaxM2>();
 }
 
 LoadOptions ModelOptions::load_options() const {

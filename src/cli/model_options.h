@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/node_options.h"
 #include "model/backend.h"
 #include "model/minimax_m2.h"
 #include "model/weights.h"
@@ -47,11 +48,12 @@ struct ModelOptions {
   int64_t auto_logit_rows = 256;
   int tensor_parallel_size = 1;       // --tensor-parallel-size/-tp (add_parallel_to)
   bool enable_expert_parallel = false;
+  NodeOptions nodes;                  // --nnodes, --node-rank, ... (add_parallel_to)
   std::string lm_head_dtype = "bf16";  // bf16: as stored; fp8: quantised at load (model/lm_head_quant.h)
 
   void add_to(CLI::App* app, bool model_required = true);
-  // -tp/--tensor-parallel-size and --enable-expert-parallel, for the commands
-  // that run the model through make_model.
+  // -tp/--tensor-parallel-size, --enable-expert-parallel and the multi-node
+  // flags (NodeOptions), for the commands that run the model through make_model.
   void add_parallel_to(CLI::App* app);
   // What can be checked before anything loads: -m exists, the flags agree
   // with each other (--gpu-memory-utilization needs a GPU device;
@@ -68,12 +70,18 @@ struct ModelOptions {
   Result<int64_t> auto_reserve_bytes() const;
   // The model over `weights`: on `backend`, or with -tp N > 1 split over N
   // ranks (CPU: threads, each a CPU backend on its share of --threads;
-  // `weights` must outlive the model).
+  // `weights` must outlive the model). Over several nodes (--nnodes) node 0
+  // gets the model of the whole group; on the other nodes it runs node 0's
+  // steps until node 0 ends the job, then returns null (the command is done:
+  // exit 0) or the job's failure.
   Result<std::unique_ptr<MiniMaxM2>> make_model(const ModelWeights& weights, Backend& backend) const;
   // The GPU of each rank with -tp N on --device cuda[:K]: K, K+1, ..., or
   // M2CPP_TP_DEVICES (a comma list; e.g. "0,0": two ranks on one GPU, for
   // tests); refused when the machine lacks one.
   Result<std::vector<int>> tensor_parallel_devices() const;
+  // make_model over several nodes (CPU ranks), after the rendezvous.
+  Result<std::unique_ptr<MiniMaxM2>> make_node_model(const ModelWeights& weights, const ParallelConfig& p,
+                                                     const NodeConfig& node) const;
 #ifdef M2CPP_WITH_CUDA
   // --cuda-options with the flags that set CudaOptions (--batch-invariant, --cpu-moe-max-tokens).
   Result<cuda::CudaOptions> parsed_cuda_options() const;

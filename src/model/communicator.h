@@ -58,8 +58,10 @@ class Communicator {
 // `size` communicators of one group whose ranks are threads of this process
 // (the CPU ranks; the oracle of the GPU ones): communicator r is rank r and
 // must be used by one thread at a time. Every rank must call every
-// collective: a rank that skips one leaves the others waiting.
-std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size);
+// collective: a rank that skips one leaves the others waiting. A failure
+// (abort) names communicator r as rank first_rank + r of named_size (a node's
+// ranks of a multi-node group: model/node_group.h; 0: size).
+std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size, int first_rank = 0, int named_size = 0);
 
 // `inner` (host buffers) for a rank whose collectives name buffers in
 // `backend`'s memory (a GPU's): each collective copies them to the host,

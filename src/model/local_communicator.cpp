@@ -50,8 +50,9 @@ class BreakableBarrier {
 };
 
 struct Group {
-  explicit Group(int n) : size(n), sync(n), posted(n, nullptr) {}
+  Group(int n, int first, int named) : size(n), first_rank(first), named_size(named), sync(n), posted(n, nullptr) {}
   int size;
+  int first_rank, named_size;  // how abort names the ranks (a node's ranks of a larger group)
   BreakableBarrier sync;
   std::vector<void*> posted;  // each rank's buffer of the collective in progress
 };
@@ -93,8 +94,8 @@ class LocalCommunicator final : public Communicator {
 
   void barrier() override { g_->sync.arrive_and_wait(); }
   void abort(const std::string& why) override {
-    g_->sync.abort("tensor-parallel rank " + std::to_string(rank_) + " of " + std::to_string(g_->size) +
-                   " failed: " + why);
+    g_->sync.abort("tensor-parallel rank " + std::to_string(g_->first_rank + rank_) + " of " +
+                   std::to_string(g_->named_size) + " failed: " + why);
   }
 
  private:
@@ -110,8 +111,8 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size) {
-  auto g = std::make_shared<Group>(size);
+std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size, int first_rank, int named_size) {
+  auto g = std::make_shared<Group>(size, first_rank, named_size > 0 ? named_size : size);
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < size; ++r) out.push_back(std::make_unique<LocalCommunicator>(g, r));
   return out;

@@ -4,7 +4,10 @@
 #include <bit>
 #include <cmath>
 
+#include "model/node_call.h"
+#include "model/node_group.h"
 #include "model/tensor_parallel.h"
+#include "util/log.h"
 
 namespace m2 {
 namespace {
@@ -17,6 +20,13 @@ Status check_rank_caches(const KvCache& cache, int ranks) {
     return errorf("forward: a KV cache of {} rank caches for a group of {} ranks (use the model's make_kv_cache)",
                   cache.num_ranks(), ranks);
   return Status();
+}
+
+std::vector<uint8_t> forward_call(const StepInput& in) {
+  NodeCall c;
+  c.kind = NodeCall::Kind::kForward;
+  c.input = in;
+  return encode_node_call(c);
 }
 }  // namespace
 
@@ -34,12 +44,13 @@ MiniMaxM2::~MiniMaxM2() = default;
 Result<std::unique_ptr<MiniMaxM2>> MiniMaxM2::tensor_parallel(
     const ModelWeights& weights, const ParallelConfig& parallel,
     const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend,
-    const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms) {
-  M2_ASSIGN_OR_RETURN(auto group, TensorParallelGroup::create(weights, parallel, make_backend, make_comms));
+    const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms,
+    std::shared_ptr<NodeGroup> nodes) {
+  M2_ASSIGN_OR_RETURN(auto group, TensorParallelGroup::create(weights, parallel, make_backend, make_comms, std::move(nodes)));
   return std::unique_ptr<MiniMaxM2>(new MiniMaxM2(weights, std::move(group)));
 }
 
-int MiniMaxM2::parallel_size() const { return group_ ? group_->size() : comm_ ? comm_->size() : 1; }
+int MiniMaxM2::parallel_size() const { return group_ ? group_->global_size() : comm_ ? comm_->size() : 1; }
 
 std::span<const int32_t> MiniMaxM2::last_routing() const {
   return group_ ? group_->model(0).last_routing() : std::span<const int32_t>(routing_host_);
@@ -61,6 +72,12 @@ std::unique_ptr<KvCache> MiniMaxM2::make_kv_cache(int block_size, int64_t num_bl
   if (group_) {
     std::vector<std::unique_ptr<KvCache>> ranks;
     for (int r = 0; r < group_->size(); ++r) ranks.push_back(group_->model(r).make_kv_cache(block_size, num_blocks, dtype));
+    if (group_->nodes()) {  // the other nodes make theirs (a failure there fails the group's next step)
+      NodeCall c;
+      c.kind = NodeCall::Kind::kMakeKvCache, c.block_size = block_size, c.num_blocks = num_blocks, c.dtype = dtype;
+      if (Status s = group_->run_call(encode_node_call(c), [](int) { return Status(); }); !s.ok())
+        log_error("make_kv_cache: {}", s.message());
+    }
     return std::make_unique<KvCache>(std::move(ranks));
   }
   const KvCacheShape s = kv_shape(block_size, num_blocks, dtype);
@@ -80,7 +97,9 @@ Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
 Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
   if (group_) {  // every rank's scratch (its own step, its own cache shape: the same on every rank)
     std::vector<size_t> bytes(group_->size());
-    M2_RETURN_IF_ERROR(group_->run([&](int r) -> Status {
+    NodeCall c;
+    c.kind = NodeCall::Kind::kReserve, c.limits = limits;
+    M2_RETURN_IF_ERROR(group_->run_call(encode_node_call(c), [&](int r) -> Status {
       M2_ASSIGN_OR_RETURN(bytes[r], group_->model(r).reserve(limits));
       return Status();
     }));
@@ -179,7 +198,9 @@ const StepInput& MiniMaxM2::pad_decode_step(const StepInput& in) {
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
   if (group_) {  // rank 0's logits (the other ranks compute none)
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
-    return group_->run([&](int r) { return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : nullptr); });
+    return group_->run_call(forward_call(in), [&](int r) {
+      return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : nullptr);
+    });
   }
   M2_ASSIGN_OR_RETURN(Act lg, run(in, cache));
   if (!logits) return Status();
@@ -194,7 +215,7 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
   if (group_) {  // sampled on rank 0, where the logits are
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
-    return group_->run([&](int r) {
+    return group_->run_call(forward_call(in), [&](int r) {
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out)
                     : group_->model(r).forward(in, cache.rank(r), nullptr);
     });
@@ -213,7 +234,7 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
       before_sample();
       return s;
     }
-    return group_->run([&](int r) {
+    return group_->run_call(forward_call(in), [&](int r) {
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out, before_sample)
                     : group_->model(r).forward(in, cache.rank(r), nullptr);
     });
@@ -223,6 +244,44 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
   if (!lg.ok()) return lg.status();
   if (lg->rows == 0) return Status();
   return backend_.sample(*lg, rows, out);
+}
+
+NodeGroup* MiniMaxM2::node_group() const { return group_ ? group_->nodes() : nullptr; }
+
+Status MiniMaxM2::follow_node_zero() {
+  NodeGroup* nodes = group_ ? group_->nodes() : nullptr;
+  if (!nodes || nodes->node_rank() == 0) return errorf("follow_node_zero: this model is not a node > 0 of a node group");
+  std::unique_ptr<KvCache> cache;
+  Status failed;  // this node's first failed call: the job failed
+  for (;;) {
+    Result<std::optional<std::vector<uint8_t>>> next = nodes->next_call();
+    if (!next.ok()) return failed.ok() ? next.status() : failed;
+    if (!*next) return failed;  // node 0 ended the job
+    Result<NodeCall> call = decode_node_call(**next);
+    Status s = call.status();
+    if (call.ok()) switch (call->kind) {
+        case NodeCall::Kind::kReserve:
+          s = group_->run([&](int r) { return group_->model(r).reserve(call->limits).status(); });
+          break;
+        case NodeCall::Kind::kMakeKvCache: {
+          std::vector<std::unique_ptr<KvCache>> ranks;
+          for (int r = 0; r < group_->size(); ++r)
+            ranks.push_back(group_->model(r).make_kv_cache(call->block_size, call->num_blocks, call->dtype));
+          cache = std::make_unique<KvCache>(std::move(ranks));
+          break;
+        }
+        case NodeCall::Kind::kForward:
+          if (!cache) {
+            s = errorf("node {}: a step before its KV cache was made", nodes->node_rank());
+            break;
+          }
+          s = group_->run([&](int r) { return group_->model(r).forward(call->input, cache->rank(r), nullptr); });
+          break;
+      }
+    const bool by_peer = !s.ok() && call.ok() && group_->stopped_by_peer();
+    if (!s.ok() && failed.ok()) failed = s;
+    M2_RETURN_IF_ERROR(nodes->reply(s, by_peer));
+  }
 }
 
 Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {

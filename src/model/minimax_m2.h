@@ -26,6 +26,7 @@
 namespace m2 {
 
 class TensorParallelGroup;
+class NodeGroup;
 
 struct StepInput {
   std::vector<int32_t> tokens;      // [T]
@@ -54,13 +55,23 @@ class MiniMaxM2 {
   // per rank (kv_shape is a rank's), forward returns rank 0's (gathered) logits,
   // forward_sample samples on rank 0's backend, backend() is rank 0's.
   // `make_comms`: TensorParallelGroup::create's (none: the in-process communicator).
+  // With `nodes` this process holds its node's share of the ranks
+  // (make_backend(r) for its local rank r): node 0 drives the group behind
+  // this interface, the other nodes call follow_node_zero.
   static Result<std::unique_ptr<MiniMaxM2>> tensor_parallel(
       const ModelWeights& weights, const ParallelConfig& parallel,
       const std::function<Result<std::unique_ptr<Backend>>(int rank)>& make_backend,
-      const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms = {});
+      const std::function<Result<std::vector<std::unique_ptr<Communicator>>>(std::span<Backend* const>)>& make_comms = {},
+      std::shared_ptr<NodeGroup> nodes = nullptr);
   ~MiniMaxM2();
-  // Ranks this model's steps run on (1: no group).
+  // Ranks this model's steps run on (1: no group; over every node).
   int parallel_size() const;
+  // On a node other than 0 of a node group: runs node 0's calls on this
+  // node's ranks until node 0 ends the job (OK, unless a call failed here) or
+  // stops it or is lost (the error).
+  Status follow_node_zero();
+  // The node group this model's ranks span (nullptr: one node).
+  NodeGroup* node_group() const;
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }

@@ -1,17 +1,25 @@
 #include "model/tensor_parallel.h"
 
 #include "model/minimax_m2.h"
+#include "model/node_group.h"
 
 namespace m2 {
 
 Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const ModelWeights& full,
                                                                          const ParallelConfig& parallel,
                                                                          const BackendFactory& make_backend,
-                                                                         const CommunicatorFactory& make_comms) {
+                                                                         const CommunicatorFactory& make_comms,
+                                                                         std::shared_ptr<NodeGroup> nodes) {
   M2_RETURN_IF_ERROR(check_parallel(full.config, parallel));
-  const int n = parallel.tensor_parallel_size;
+  const int nnodes = nodes ? nodes->nnodes() : 1;
+  if (parallel.tensor_parallel_size % nnodes != 0)
+    return errorf("--tensor-parallel-size {} over --nnodes {}: every node must hold as many ranks (a multiple of {})",
+                  parallel.tensor_parallel_size, nnodes, nnodes);
+  const int n = parallel.tensor_parallel_size / nnodes;  // this node's ranks
   std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
   g->parallel_ = parallel;
+  g->first_rank_ = nodes ? nodes->node_rank() * n : 0;
+  g->nodes_ = nodes;
   g->ranks_.resize(n);
   std::vector<Backend*> backends;
   for (int r = 0; r < n; ++r) {
@@ -28,7 +36,11 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
     backends.push_back(rank.backend.get());
   }
   std::vector<std::unique_ptr<Communicator>> comms;
-  if (make_comms) {
+  if (nodes) {
+    comms = make_node_communicators(nodes, parallel.tensor_parallel_size);
+    for (int r = 0; r < n; ++r)
+      if (!backends[r]->activations_on_host()) comms[r] = stage_through_host(std::move(comms[r]), *backends[r]);
+  } else if (make_comms) {
     M2_ASSIGN_OR_RETURN(comms, make_comms(backends));
     if (static_cast<int>(comms.size()) != n) return errorf("tensor parallelism: {} communicators for {} ranks", comms.size(), n);
   } else {
@@ -38,7 +50,7 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
   }
   for (int r = 0; r < n; ++r) {
     Rank& rank = g->ranks_[r];
-    M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, r));
+    M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, g->first_rank_ + r));
     M2_RETURN_IF_ERROR(rank.backend->prepare_weights(*rank.weights));
     rank.comm = std::move(comms[r]);
     rank.model = std::make_unique<MiniMaxM2>(*rank.weights, *rank.backend, rank.comm.get());
@@ -55,6 +67,7 @@ TensorParallelGroup::~TensorParallelGroup() {
   cv_.notify_all();
   for (Rank& r : ranks_)
     if (r.thread.joinable()) r.thread.join();
+  if (nodes_) nodes_->shutdown();  // node 0: the other nodes' loops end
 }
 
 void TensorParallelGroup::worker(int rank) {
@@ -94,11 +107,21 @@ Status TensorParallelGroup::run(const std::function<Status(int rank)>& fn) {
   cv_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
   // The failure itself before the ranks it stopped; rank 0's first.
+  stopped_by_peer_ = false;
   for (const Rank& r : ranks_)
     if (!r.status.ok() && !r.stopped_by_peer) return r.status;
   for (const Rank& r : ranks_)
-    if (!r.status.ok()) return r.status;
+    if (!r.status.ok()) {
+      stopped_by_peer_ = true;
+      return r.status;
+    }
   return Status();
+}
+
+Status TensorParallelGroup::run_call(std::span<const uint8_t> call, const std::function<Status(int rank)>& fn) {
+  if (!nodes_) return run(fn);
+  M2_RETURN_IF_ERROR(nodes_->begin_call(call));
+  return nodes_->end_call(run(fn));
 }
 
 }  // namespace m2

@@ -5,6 +5,12 @@
 // on every rank at once; the ranks meet in the communicator's collectives,
 // so they step in lockstep. MiniMaxM2::tensor_parallel wraps a group in the
 // interface the engine uses.
+//
+// Across nodes (model/node_group.h) each node's process holds a group of its
+// own ranks (global ranks node_rank * local .. + local - 1), their
+// collectives meeting the other nodes' through the node group; node 0 sends
+// each of its calls (run_call) to the others, which run them in
+// MiniMaxM2::follow_node_zero.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +28,7 @@
 namespace m2 {
 
 class MiniMaxM2;
+class NodeGroup;
 
 class TensorParallelGroup {
  public:
@@ -35,13 +42,21 @@ class TensorParallelGroup {
   // Shards `full` (which must outlive the group), prepares each shard on its
   // rank's backend and starts the ranks' threads. Without `make_comms` the
   // ranks meet in the in-process communicator (a device rank's buffers
-  // staged through the host: stage_through_host).
+  // staged through the host: stage_through_host). With `nodes` the group is
+  // this node's share of parallel.tensor_parallel_size ranks (nnodes divides
+  // it), meeting the others in make_node_communicators (make_comms unused).
   static Result<std::unique_ptr<TensorParallelGroup>> create(const ModelWeights& full, const ParallelConfig& parallel,
                                                              const BackendFactory& make_backend,
-                                                             const CommunicatorFactory& make_comms = {});
+                                                             const CommunicatorFactory& make_comms = {},
+                                                             std::shared_ptr<NodeGroup> nodes = nullptr);
   ~TensorParallelGroup();
 
+  // This process's ranks (local rank r is global rank first_rank() + r).
   int size() const { return static_cast<int>(ranks_.size()); }
+  int first_rank() const { return first_rank_; }
+  int global_size() const { return parallel_.tensor_parallel_size; }
+  // The node group (nullptr: one node).
+  NodeGroup* nodes() const { return nodes_.get(); }
   const ParallelConfig& parallel() const { return parallel_; }
   MiniMaxM2& model(int rank) { return *ranks_[rank].model; }
   Backend& backend(int rank) { return *ranks_[rank].backend; }
@@ -55,6 +70,13 @@ class TensorParallelGroup {
   // "rank r failed: ..." and the group is unusable afterwards (with host
   // communicators; GPU peer kernels stop after their 60 s timeout).
   Status run(const std::function<Status(int rank)>& fn);
+  // run(fn) as node 0 of a node group: `call` (node_call.h) goes to the other
+  // nodes first, their statuses are read after (NodeGroup::end_call). One
+  // node: run(fn).
+  Status run_call(std::span<const uint8_t> call, const std::function<Status(int rank)>& fn);
+  // Whether the last run's failure on this node was another node's or
+  // rank's (its ranks were stopped), rather than its own.
+  bool stopped_by_peer() const { return stopped_by_peer_; }
 
  private:
   struct Rank {
@@ -70,6 +92,9 @@ class TensorParallelGroup {
   void worker(int rank);
 
   ParallelConfig parallel_;
+  int first_rank_ = 0;
+  std::shared_ptr<NodeGroup> nodes_;
+  bool stopped_by_peer_ = false;
   std::vector<Rank> ranks_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -10,6 +10,7 @@
 #include "server/routes.h"
 #include "text/chat_request.h"
 #include "util/log.h"
+#include "util/version.h"
 
 namespace m2::server {
 namespace {
@@ -39,8 +40,6 @@ HttpResponse json_response(const OrderedJson& j) {
   r.body = dump_json(j);
   return r;
 }
-
-constexpr const char* kVersion = "0.1.0";
 
 // NIM's health answers: 200 when `ok`, else 503.
 HttpResponse health_response(bool ok, const char* state) {
@@ -172,7 +171,7 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
     r.body = ctx_.ready.load() ? ctx_.metrics.render(ctx_.loop->stats()) : std::string();
     return writer->respond(std::move(r));  // not counted: scrapes would dominate the request counts
   }
-  if (path == "/version") return respond_logged(ctx_, request, *writer, json_response({{"version", kVersion}}));
+  if (path == "/version") return respond_logged(ctx_, request, *writer, json_response({{"version", kM2cppVersion}}));
 
   if (!ctx_.options.api_key.empty() && needs_auth(path)) {
     std::string_view key = request.header("x-api-key");
@@ -182,13 +181,13 @@ void Server::route(HttpRequest&& request, const std::shared_ptr<ResponseWriter>&
   }
   // NIM's informational routes: what is served, known before the model loads.
   if (method == "GET" && path == "/v1/version")
-    return respond_logged(ctx_, request, *writer, json_response({{"release", kVersion}, {"api", "1.0.0"}}));
+    return respond_logged(ctx_, request, *writer, json_response({{"release", kM2cppVersion}, {"api", "1.0.0"}}));
   if (method == "GET" && path == "/v1/metadata") {
     OrderedJson models = OrderedJson::array();
     for (const auto& name : ctx_.options.served_model_names)
       if (!is_name_pattern(name)) models.push_back({{"shortName", name}, {"modelUrl", ctx_.options.model_root}});
     return respond_logged(ctx_, request, *writer,
-                          json_response({{"version", kVersion}, {"modelInfo", std::move(models)},
+                          json_response({{"version", kM2cppVersion}, {"modelInfo", std::move(models)},
                                          {"assetInfo", OrderedJson::array()}, {"licenseInfo", OrderedJson::object()},
                                          {"repository_override", ""}}));
   }

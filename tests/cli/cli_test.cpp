@@ -293,6 +293,10 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
       {"info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe 63", "--n-cpu-moe 63: the model has 62 layers"},
       {"info -m " + src("configs/minimax-m2.7.json") + " --load-format dummy --n-cpu-moe x",
        "--n-cpu-moe x: expected auto or a number of layers"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 2 --nnodes 4",
+       "--tensor-parallel-size 2 over --nnodes 4: every node holds the same number of ranks"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 2 --nnodes 2 --node-rank 2",
+       "--node-rank 2 is outside 0..1 (--nnodes 2)"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);
