@@ -28,11 +28,6 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
     if (!rank.backend->supports_tensor_parallel())
       return errorf("--tensor-parallel-size {}: the {} backend does not implement tensor parallelism yet", n,
                     rank.backend->name());
-    // (A device backend stacks every expert of a layer alike: another rank's
-    // empty experts would not upload.)
-    if (parallel.expert_parallel && !rank.backend->activations_on_host())
-      return errorf("--enable-expert-parallel: not implemented on the {} backend yet (tensor parallelism without it is)",
-                    rank.backend->name());
     backends.push_back(rank.backend.get());
   }
   std::vector<std::unique_ptr<Communicator>> comms;

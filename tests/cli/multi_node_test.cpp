@@ -91,7 +91,10 @@ bool wait_for_log(const Process& p, const std::string& text, double timeout_s) {
 std::string ids(const char* key) {
   auto j = read_json_file(src("tests/data/reference/m2-tiny-bf16/prompt.json"));
   std::string s;
-  for (int id : (*j)[key]) s += (s.empty() ? "" : ",") + std::to_string(id);
+  for (int id : (*j)[key]) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
   return s;
 }
 

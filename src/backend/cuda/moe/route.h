@@ -41,4 +41,11 @@ int64_t route_counter_count(int64_t T);
 cudaError_t launch_route_forced(const float* logits, int64_t T, int64_t E, const int32_t* forced, int top_k,
                                 float scaling, int32_t* expert_ids, float* weights, cudaStream_t stream);
 
+// ---- route_local.cu -----------------------------------------------------------
+// Expert parallelism: ids/weights [n] (global expert ids) rewritten for a rank
+// holding experts [first, first + count): local id e - first with its weight,
+// or local 0 with weight 0 for an expert another rank holds.
+cudaError_t launch_route_local(const int32_t* ids, const float* weights, int64_t n, int first, int count,
+                               int32_t* local_ids, float* local_weights, cudaStream_t stream);
+
 }  // namespace m2::cuda

@@ -515,6 +515,15 @@ void CudaBackend::moe_on(Act x, const DeviceExperts& experts, const Routing& rou
   a.x = x.data, a.T = x.rows;
   a.experts = experts;
   a.expert_ids = routing.expert_ids, a.weights = routing.weights, a.top_k = routing.top_k;
+  if (experts.num_experts < experts.router_experts) {  // expert parallelism: this rank's experts only
+    const int64_t n = x.rows * routing.top_k;
+    auto* ids = static_cast<int32_t*>(moe_local_routing_.reserve(n * (sizeof(int32_t) + sizeof(float)), stream_));
+    auto* weights = reinterpret_cast<float*>(ids + n);
+    check(launch_route_local(routing.expert_ids, routing.weights, n, static_cast<int>(experts.first_expert),
+                             static_cast<int>(experts.num_experts), ids, weights, stream_),
+          "route_local", [&] { return fmt::format("{} pairs", n); });
+    a.expert_ids = ids, a.weights = weights;
+  }
   a.out = out.data;
   a.num_sms = num_sms_;
   // The plan's kernel, in the flags launch_moe selects by.

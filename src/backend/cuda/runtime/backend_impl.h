@@ -256,7 +256,8 @@ class CudaBackend final : public Backend {
   DeviceArray ids_{"token ids"}, rows_{"logit rows"}, positions_{"positions"}, slots_{"KV slots"},
       attn_meta_{"attention work list"};
   DeviceBuffer route_logits_{"router logits"}, route_counters_{"router counters"}, moe_scratch_{"MoE scratch"},
-      moe_counters_{"MoE decode counters"}, attn_partials_{"attention split partials"},
+      moe_counters_{"MoE decode counters"}, moe_local_routing_{"expert-parallel routing"},
+      attn_partials_{"attention split partials"},
       attn_decode_partials_{"decode attention split partials"}, attn_counters_{"decode attention split counters"};
   // FlashInfer's prefill attention: its work plan, bf16 copies of q and o,
   // and for FP8 caches the pages it reads, copied to bf16.

@@ -23,6 +23,7 @@ Result<size_t> CudaBackend::reserve_scratch(const ModelConfig& config, const Ste
   route_counters_.reserve_up_front(p.route_counters, stream_, true);
   moe_scratch_.reserve_up_front(p.moe, stream_);
   if (p.moe_counters) moe_counters_.reserve_up_front(p.moe_counters, stream_, true);
+  moe_local_routing_.reserve_up_front(p.moe_local_routing, stream_);
   if (p.attn_partials) attn_partials_.reserve_up_front(p.attn_partials, stream_);
   if (p.attn_decode_partials) attn_decode_partials_.reserve_up_front(p.attn_decode_partials, stream_);
   if (p.attn_counters) attn_counters_.reserve_up_front(p.attn_counters, stream_, true);

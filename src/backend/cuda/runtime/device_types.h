@@ -32,7 +32,9 @@ struct DeviceWeight {
 // scale_off2.
 struct DeviceExperts {
   DType dtype = DType::kF8E4M3;
-  int64_t num_experts = 0;
+  int64_t num_experts = 0;    // stacked here
+  int64_t first_expert = 0;   // the router's id of stacked expert 0 (expert parallelism: the rank's first)
+  int64_t router_experts = 0; // the router's E (> num_experts: other ranks hold the rest)
   int64_t hidden = 0;        // H
   int64_t intermediate = 0;  // I
   const uint8_t* w1 = nullptr;

@@ -34,6 +34,7 @@ ScratchPlan plan_scratch(const ModelConfig& c, const StepLimits& l, const CudaOp
   // every token count up to the limit is asked (pure arithmetic, ~µs each).
   p.route_logits = sizeof(float) * static_cast<size_t>(T * E);
   p.route_counters = sizeof(unsigned) * static_cast<size_t>(route_counter_count(T));
+  p.moe_local_routing = (sizeof(int32_t) + sizeof(float)) * static_cast<size_t>(T * c.num_experts_per_tok);
   for (int64_t t = 1; t <= T; ++t) {
     const MoePlan m = plan_moe({t, c.num_experts_per_tok, H, c.intermediate_size, E, lin}, o, caps);
     p.moe = std::max(p.moe, m.scratch_bytes);
@@ -121,7 +122,7 @@ size_t ScratchPlan::fp8_copy_bytes() const {
 
 size_t ScratchPlan::total() const {
   const size_t quant = fp8_quant_bytes();
-  return route_logits + route_counters + moe + moe_counters + attn_partials + attn_decode_partials + attn_counters +
+  return route_logits + route_counters + moe + moe_counters + moe_local_routing + attn_partials + attn_decode_partials + attn_counters +
          attn_meta + 2 * flashinfer_q + 2 * flashinfer_pages + flashinfer_page_ids + flashinfer_plan + fp8_copy_bytes() +
          quant + 2 * align256(sizeof(uint16_t) * static_cast<size_t>(bf16_split_elems)) + step_arrays + sampling;
 }
@@ -132,7 +133,7 @@ std::string ScratchPlan::describe() const {
       "scratch reserved up front (MiB): MoE {}, router {}, attention splits {}, attention work list {}, FlashInfer "
       "q+o {}, FlashInfer FP8 pages as bf16 k+v {}, FP8 copies {}, FP8 quantisation {}, bf16 hi+lo {}, step arrays "
       "and sampling {}; total {} (+ 32 per cuBLASLt path)\n",
-      mib(moe + moe_counters), mib(route_logits + route_counters), mib(attn_partials + attn_decode_partials + attn_counters),
+      mib(moe + moe_counters + moe_local_routing), mib(route_logits + route_counters), mib(attn_partials + attn_decode_partials + attn_counters),
       mib(attn_meta), mib(2 * flashinfer_q + flashinfer_plan), mib(2 * flashinfer_pages + flashinfer_page_ids),
       mib(fp8_copy_bytes()), mib(fp8_quant_bytes()), mib(4 * static_cast<size_t>(bf16_split_elems)),
       mib(step_arrays + sampling), mib(total()));

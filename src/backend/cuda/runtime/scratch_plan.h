@@ -24,6 +24,7 @@ struct ScratchPlan {
   size_t route_counters = 0;         // the one-kernel router's group counters
   size_t moe = 0;                    // the MoE's grouping, intermediate activations, FP8 and CUTLASS regions
   size_t moe_counters = 0;           // the wgmma decode MoE's tile counters
+  size_t moe_local_routing = 0;      // expert parallelism: the rank's rewritten ids and weights (route_local.cu)
   size_t attn_partials = 0;          // the general attention kernel's split partials
   size_t attn_decode_partials = 0;   // the decode kernels' split partials
   size_t attn_counters = 0;          // the decode kernels' split counters

@@ -161,9 +161,23 @@ Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, Uploads& u
 
 Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host) {
   if (layer.experts.empty() || owns(layer.prepared_experts)) return Status();
-  const ExpertWeights& e0 = layer.experts[0];
   const std::string what = fmt::format("layer {} experts", index);
-  for (const ExpertWeights& e : layer.experts) {
+  // The experts held: all, or under expert parallelism one contiguous run
+  // (weight_shard.h: the other ranks' stay empty); stacked from 0.
+  const int64_t E = static_cast<int64_t>(layer.experts.size());
+  int64_t first = 0, end = E;
+  while (first < E && layer.experts[first].w1.weight.empty()) ++first;
+  while (end > first && layer.experts[end - 1].w1.weight.empty()) --end;
+  if (first == end) return errorf("{}: none of the {} experts is held", what, E);
+  for (int64_t i = first; i < end; ++i)
+    if (layer.experts[i].w1.weight.empty())
+      return errorf("{}: the experts held are not one contiguous run (expert {} of {}..{} is empty)", what, i, first,
+                    end - 1);
+  if (on_host && end - first < E)
+    return errorf("{}: experts in host memory (--cpu-moe, --n-cpu-moe) with expert parallelism: not supported", what);
+  const std::span<ExpertWeights> held(layer.experts.data() + first, static_cast<size_t>(end - first));
+  const ExpertWeights& e0 = held[0];
+  for (const ExpertWeights& e : held) {
     for (const Linear* l : {&e.w1, &e.w3, &e.w2}) {
       const Linear& ref = l == &e.w2 ? e0.w2 : e0.w1;
       if (l->weight.dtype != ref.weight.dtype || l->weight.shape != ref.weight.shape)
@@ -182,7 +196,9 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host)
   }
   DeviceExperts d;
   d.dtype = e0.w1.weight.dtype;
-  d.num_experts = static_cast<int64_t>(layer.experts.size());
+  d.num_experts = end - first;
+  d.first_expert = first;
+  d.router_experts = E;
   d.intermediate = e0.w1.out_features();
   d.hidden = e0.w1.in_features();
   d.scale_off13 = static_cast<int64_t>(align256(e0.w1.weight.nbytes()));
@@ -203,7 +219,7 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host)
   }
   d.w1 = w1, d.w3 = w3, d.w2 = w2;
   for (int64_t i = 0; i < d.num_experts; ++i) {
-    ExpertWeights& e = layer.experts[i];
+    ExpertWeights& e = held[i];
     const std::tuple<Linear*, uint8_t*, int64_t> parts[] = {
         {&e.w1, w1 + i * d.stride13, d.scale_off13}, {&e.w3, w3 + i * d.stride13, d.scale_off13},
         {&e.w2, w2 + i * d.stride2, d.scale_off2}};

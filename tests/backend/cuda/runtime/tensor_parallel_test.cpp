@@ -31,14 +31,26 @@ namespace {
 struct Case {
   std::string fixture;  // tests/data/<fixture>, or "" for 16 q heads over 4 kv heads
   int tp;
+  bool ep = false;  // experts split whole (--enable-expert-parallel)
+  // CudaOptions of the unsharded model and the ranks alike (test_options).
+  // m2-aligned-fp8 tp 4 + EP runs without FP8 activations: with them its
+  // logits part from tp 1's by ~5e-2 from position 9 on, under every MoE and
+  // GEMM variant (s21 runs 69-70): fp32 reassociation tips one e4m3 rounding
+  // or router choice and attention carries it to the later positions; with
+  // fp32 activations the split is exact to 8.5e-6. The W8A8 EP path is held
+  // by the tp 2 + EP case and the M2.7-shape runs (docs/status.md).
+  std::string variant = "";
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << (c.fixture.empty() ? "dummy" : c.fixture) << " tp " << c.tp; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << (c.fixture.empty() ? "dummy" : c.fixture) << " tp " << c.tp << (c.ep ? " ep" : "");
+}
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   std::string f = i.param.fixture.empty() ? "dummy16heads" : i.param.fixture;
   std::replace(f.begin(), f.end(), '-', '_');
-  return f + "_tp" + std::to_string(i.param.tp);
+  return f + "_tp" + std::to_string(i.param.tp) + (i.param.ep ? "_ep" : "") +
+         (i.param.variant.empty() ? "" : "_w8a32");
 }
 
 // Rank r's backend: a CudaBackend of device r mod the devices there are
@@ -72,15 +84,20 @@ class CudaTensorParallel : public ::testing::TestWithParam<Case> {
     }();
     ASSERT_TRUE(w.ok()) << w.status().message();
     weights_ = std::move(*w);
-    gpu_ = make_cuda_backend(0, test_options());
+    gpu_ = make_cuda_backend(0, test_options(c.variant));
     ASSERT_TRUE(gpu_ && gpu_->prepare_weights(*weights_).ok());
     single_ = std::make_unique<MiniMaxM2>(*weights_, *gpu_);
     ParallelConfig p;
-    p.tensor_parallel_size = c.tp;
-    auto g = MiniMaxM2::tensor_parallel(*weights_, p, on_devices);
+    p.tensor_parallel_size = c.tp, p.expert_parallel = c.ep;
+    auto rank_backend = [variant = c.variant](int r) -> Result<std::unique_ptr<Backend>> {
+      auto b = make_cuda_backend(r % std::max(1, cuda_device_count()), test_options(variant));
+      if (!b) return errorf("the CUDA backend did not start");
+      return b;
+    };
+    auto g = MiniMaxM2::tensor_parallel(*weights_, p, rank_backend);
     ASSERT_TRUE(g.ok()) << g.status().message();
     group_ = std::move(*g);
-    auto pg = MiniMaxM2::tensor_parallel(*weights_, p, on_devices, make_cuda_peer_communicators);
+    auto pg = MiniMaxM2::tensor_parallel(*weights_, p, rank_backend, make_cuda_peer_communicators);
     ASSERT_TRUE(pg.ok()) << pg.status().message();
     peer_ = std::move(*pg);
     for (int i = 0; i < 40; ++i) prompt_.push_back((i * 37 + 11) % weights_->config.vocab_size);
@@ -145,15 +162,23 @@ TEST_P(CudaTensorParallel, DecodeStepsThroughThePeerCollectivesGiveTheSameIds) {
   ASSERT_TRUE(want.ok() && got.ok()) << got.status().message();
   EXPECT_EQ(*got, *want);
   const bool own_gpus = cuda_device_count() >= GetParam().tp;
-  if (test_options().graphs && own_gpus) EXPECT_GT(cuda_graphs_recorded(peer_->backend()), recorded_before);
-  if (!own_gpus) EXPECT_EQ(cuda_graphs_recorded(peer_->backend()), recorded_before) << "co-located ranks record no graph";
+  if (test_options().graphs && own_gpus) {
+    EXPECT_GT(cuda_graphs_recorded(peer_->backend()), recorded_before);
+  }
+  if (!own_gpus) {
+    EXPECT_EQ(cuda_graphs_recorded(peer_->backend()), recorded_before) << "co-located ranks record no graph";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaTensorParallel,
-                         ::testing::Values(Case{"m2-tiny-bf16", 2},    // 2 q / 1 kv head per rank
-                                           Case{"m2-tiny-bf16", 4},    // kv heads replicated (2 over 4 ranks)
-                                           Case{"m2-aligned-fp8", 2},  // FP8 slices on the 128 blocks
-                                           Case{"", 8}),               // 8 ranks, each kv head on 2
+                         ::testing::Values(Case{"m2-tiny-bf16", 2},          // 2 q / 1 kv head per rank
+                                           Case{"m2-tiny-bf16", 4},          // kv heads replicated (2 over 4 ranks)
+                                           Case{"m2-aligned-fp8", 2},        // FP8 slices on the 128 blocks
+                                           Case{"", 8},                      // 8 ranks, each kv head on 2
+                                           Case{"m2-tiny-bf16", 2, true},    // EP: 4 of 8 experts per rank
+                                           Case{"m2-aligned-fp8", 2, true},  // EP: 2 of 4 FP8 experts per rank
+                                           Case{"m2-aligned-fp8", 4, true, "fp8_gemm=off"},  // 1 of 4, W8A32
+                                           Case{"", 8, true}),               // EP: 1 of 8 experts per rank
                          case_name);
 
 // Dummy FP8 weights generated on the GPU (m2cpp's --load-format dummy on
@@ -180,20 +205,6 @@ TEST(CudaTensorParallelConfig, DummyWeightsGeneratedOnTheGpuShardAsTheHostFillDo
   ASSERT_EQ(got->size(), want->size());
   EXPECT_EQ(std::memcmp(got->data(), want->data(), got->size() * sizeof(float)), 0)
       << "max |delta| " << max_abs_diff(*got, *want);
-}
-
-// Expert parallelism is refused on the GPU, naming the flag (its ranks'
-// layers would hold other ranks' experts empty, which the GPU's stacked
-// expert layout does not take).
-TEST(CudaTensorParallelConfig, ExpertParallelIsRefused) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  auto w = load_model(data_path("m2-tiny-bf16"), LoadOptions{});
-  ASSERT_TRUE(w.ok());
-  ParallelConfig p;
-  p.tensor_parallel_size = 2, p.expert_parallel = true;
-  auto g = MiniMaxM2::tensor_parallel(**w, p, on_devices);
-  ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("--enable-expert-parallel"), std::string::npos) << g.status().message();
 }
 
 // A shard whose expert rows the GPU's kernels cannot read (m2-tiny-bf16's 96
