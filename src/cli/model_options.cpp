@@ -183,62 +183,59 @@ std::function<Result<std::unique_ptr<Backend>>(int)> cuda_rank_backends(std::vec
 }  // namespace
 #endif
 
+Result<ModelOptions::RankBackends> ModelOptions::rank_backends(int local_ranks) const {
+  RankBackends r;
+#ifdef M2CPP_WITH_CUDA
+  if (device != "cpu") {  // a GPU per local rank
+    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
+    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, parsed_cuda_options());
+    r.make = cuda_rank_backends(devices, options);
+    r.where = fmt::format("on GPUs {}", fmt::join(devices, ","));
+    return r;
+  }
+#endif
+  // The global pool serves one caller at a time: each rank gets a pool of its share.
+  const int total = threads > 0 ? threads : ThreadPool::global().size();
+  const int per_rank = std::max(1, total / local_ranks);
+  r.make = [per_rank](int) -> Result<std::unique_ptr<Backend>> { return make_cpu_backend(per_rank); };
+  r.where = fmt::format("on the CPU, {} thread(s) each", per_rank);
+  return r;
+}
+
 Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_model(const ModelWeights& weights, Backend& backend) const {
   M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
   if (tensor_parallel_size <= 1 && node.nnodes <= 1) return std::make_unique<MiniMaxM2>(weights, backend);
   M2_RETURN_IF_ERROR(check());
   ParallelConfig p;
   p.tensor_parallel_size = tensor_parallel_size, p.expert_parallel = enable_expert_parallel;
-  if (node.nnodes > 1) return make_node_model(weights, p, node);
+  M2_ASSIGN_OR_RETURN(const RankBackends ranks, rank_backends(tensor_parallel_size / node.nnodes));
+  const char* split = enable_expert_parallel ? " (experts split whole)" : "";
+  if (node.nnodes > 1) return make_node_model(weights, p, node, ranks);
+  // GPU ranks meet in the peer-to-peer collectives, CPU ranks in the in-process communicator.
+  const bool gpu = device != "cpu";
+  log_info("tensor parallel: {} ranks{} {}{}", tensor_parallel_size, split, ranks.where,
+           gpu ? ", peer-to-peer collectives" : "");
 #ifdef M2CPP_WITH_CUDA
-  if (device != "cpu") {  // a GPU per rank, meeting in the peer-to-peer collectives
-    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
-    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, parsed_cuda_options());
-    log_info("tensor parallel: {} ranks{} on GPUs {}, peer-to-peer collectives", tensor_parallel_size,
-             enable_expert_parallel ? " (experts split whole)" : "", fmt::join(devices, ","));
-    return MiniMaxM2::tensor_parallel(
-        weights, p,
-        cuda_rank_backends(devices, options),
-        make_cuda_peer_communicators);
-  }
+  if (gpu) return MiniMaxM2::tensor_parallel(weights, p, ranks.make, make_cuda_peer_communicators);
 #endif
-  // The global pool serves one caller at a time: each rank gets a pool of its share.
-  const int total = threads > 0 ? threads : ThreadPool::global().size();
-  const int per_rank = std::max(1, total / tensor_parallel_size);
-  log_info("tensor parallel: {} ranks{} on the CPU, {} thread(s) each", tensor_parallel_size,
-           enable_expert_parallel ? " (experts split whole)" : "", per_rank);
-  return MiniMaxM2::tensor_parallel(weights, p, [per_rank](int) -> Result<std::unique_ptr<Backend>> {
-    return make_cpu_backend(per_rank);
-  });
+  return MiniMaxM2::tensor_parallel(weights, p, ranks.make);
 }
 
 Result<std::unique_ptr<MiniMaxM2>> ModelOptions::make_node_model(const ModelWeights& weights, const ParallelConfig& p,
-                                                                 const NodeConfig& node) const {
+                                                                 const NodeConfig& node,
+                                                                 const RankBackends& ranks) const {
   const int local = tensor_parallel_size / node.nnodes;
-  const int total = threads > 0 ? threads : ThreadPool::global().size();
-  const int per_rank = std::max(1, total / local);
-  std::function<Result<std::unique_ptr<Backend>>(int)> make_backend = [per_rank](int) -> Result<std::unique_ptr<Backend>> {
-    return make_cpu_backend(per_rank);
-  };
-  std::string where = fmt::format("on the CPU, {} thread(s) each", per_rank);
-#ifdef M2CPP_WITH_CUDA
-  if (device != "cpu") {  // a GPU per local rank; collectives staged through the host (no NCCL yet)
-    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
-    M2_ASSIGN_OR_RETURN(const cuda::CudaOptions options, parsed_cuda_options());
-    make_backend = cuda_rank_backends(devices, options);
-    where = fmt::format("on GPUs {}, collectives staged through the host", fmt::join(devices, ","));
-  }
-#endif
   NodeIdentity id;
   id.version = kM2cppVersion;
   id.tensor_parallel_size = tensor_parallel_size, id.expert_parallel = enable_expert_parallel;
   id.model = node_model_identity(weights, load_format, seed, lm_head_dtype);
   M2_ASSIGN_OR_RETURN(std::unique_ptr<NodeGroup> group, NodeGroup::rendezvous(node, id));
-  log_info("tensor parallel: node {} of {} holds ranks {}..{} of {}{} {}", node.node_rank, node.nnodes,
+  log_info("tensor parallel: node {} of {} holds ranks {}..{} of {}{} {}{}", node.node_rank, node.nnodes,
            node.node_rank * local, node.node_rank * local + local - 1, tensor_parallel_size,
-           enable_expert_parallel ? " (experts split whole)" : "", where);
+           enable_expert_parallel ? " (experts split whole)" : "", ranks.where,
+           device != "cpu" ? ", collectives staged through the host (no NCCL yet)" : "");
   M2_ASSIGN_OR_RETURN(std::unique_ptr<MiniMaxM2> model,
-                      MiniMaxM2::tensor_parallel(weights, p, make_backend, {}, std::shared_ptr<NodeGroup>(std::move(group))));
+                      MiniMaxM2::tensor_parallel(weights, p, ranks.make, {}, std::shared_ptr<NodeGroup>(std::move(group))));
   if (node.node_rank == 0) return model;
   log_info("node {}: following node 0's steps", node.node_rank);
   M2_RETURN_IF_ERROR(model->follow_node_zero());

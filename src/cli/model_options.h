@@ -79,9 +79,16 @@ struct ModelOptions {
   // M2CPP_TP_DEVICES (a comma list; e.g. "0,0": two ranks on one GPU, for
   // tests); refused when the machine lacks one.
   Result<std::vector<int>> tensor_parallel_devices() const;
-  // make_model over several nodes (CPU ranks), after the rendezvous.
+  // Each of this node's `local_ranks` ranks' backend (a GPU each, or a CPU
+  // backend on its share of --threads) and where they run, for the log.
+  struct RankBackends {
+    std::function<Result<std::unique_ptr<Backend>>(int)> make;
+    std::string where;
+  };
+  Result<RankBackends> rank_backends(int local_ranks) const;
+  // make_model over several nodes, after the rendezvous.
   Result<std::unique_ptr<MiniMaxM2>> make_node_model(const ModelWeights& weights, const ParallelConfig& p,
-                                                     const NodeConfig& node) const;
+                                                     const NodeConfig& node, const RankBackends& ranks) const;
 #ifdef M2CPP_WITH_CUDA
   // --cuda-options with the flags that set CudaOptions (--batch-invariant, --cpu-moe-max-tokens).
   Result<cuda::CudaOptions> parsed_cuda_options() const;

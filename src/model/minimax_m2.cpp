@@ -21,13 +21,6 @@ Status check_rank_caches(const KvCache& cache, int ranks) {
                   cache.num_ranks(), ranks);
   return Status();
 }
-
-std::vector<uint8_t> forward_call(const StepInput& in) {
-  NodeCall c;
-  c.kind = NodeCall::Kind::kForward;
-  c.input = in;
-  return encode_node_call(c);
-}
 }  // namespace
 
 MiniMaxM2::MiniMaxM2(const ModelWeights& weights, Backend& backend)
@@ -75,7 +68,7 @@ std::unique_ptr<KvCache> MiniMaxM2::make_kv_cache(int block_size, int64_t num_bl
     if (group_->nodes()) {  // the other nodes make theirs (a failure there fails the group's next step)
       NodeCall c;
       c.kind = NodeCall::Kind::kMakeKvCache, c.block_size = block_size, c.num_blocks = num_blocks, c.dtype = dtype;
-      if (Status s = group_->run_call(encode_node_call(c), [](int) { return Status(); }); !s.ok())
+      if (Status s = group_->run_call([&] { return encode_node_call(c); }, [](int) { return Status(); }); !s.ok())
         log_error("make_kv_cache: {}", s.message());
     }
     return std::make_unique<KvCache>(std::move(ranks));
@@ -97,9 +90,12 @@ Act MiniMaxM2::scratch(int index, int64_t rows, int64_t cols) {
 Result<size_t> MiniMaxM2::reserve(const StepLimits& limits) {
   if (group_) {  // every rank's scratch (its own step, its own cache shape: the same on every rank)
     std::vector<size_t> bytes(group_->size());
-    NodeCall c;
-    c.kind = NodeCall::Kind::kReserve, c.limits = limits;
-    M2_RETURN_IF_ERROR(group_->run_call(encode_node_call(c), [&](int r) -> Status {
+    auto call = [&] {
+      NodeCall c;
+      c.kind = NodeCall::Kind::kReserve, c.limits = limits;
+      return encode_node_call(c);
+    };
+    M2_RETURN_IF_ERROR(group_->run_call(call, [&](int r) -> Status {
       M2_ASSIGN_OR_RETURN(bytes[r], group_->model(r).reserve(limits));
       return Status();
     }));
@@ -198,7 +194,7 @@ const StepInput& MiniMaxM2::pad_decode_step(const StepInput& in) {
 Status MiniMaxM2::forward(const StepInput& in, KvCache& cache, std::vector<float>* logits) {
   if (group_) {  // rank 0's logits (the other ranks compute none)
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
-    return group_->run_call(forward_call(in), [&](int r) {
+    return group_->run_call([&] { return encode_forward_call(in); }, [&](int r) {
       return group_->model(r).forward(in, cache.rank(r), r == 0 ? logits : nullptr);
     });
   }
@@ -215,7 +211,7 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
     return errorf("forward_sample: {} sampling rows for {} logit rows", rows.size(), in.logit_rows.size());
   if (group_) {  // sampled on rank 0, where the logits are
     M2_RETURN_IF_ERROR(check_rank_caches(cache, group_->size()));
-    return group_->run_call(forward_call(in), [&](int r) {
+    return group_->run_call([&] { return encode_forward_call(in); }, [&](int r) {
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out)
                     : group_->model(r).forward(in, cache.rank(r), nullptr);
     });
@@ -234,7 +230,7 @@ Status MiniMaxM2::forward_sample(const StepInput& in, KvCache& cache, std::span<
       before_sample();
       return s;
     }
-    return group_->run_call(forward_call(in), [&](int r) {
+    return group_->run_call([&] { return encode_forward_call(in); }, [&](int r) {
       return r == 0 ? group_->model(0).forward_sample(in, cache.rank(0), rows, out, before_sample)
                     : group_->model(r).forward(in, cache.rank(r), nullptr);
     });

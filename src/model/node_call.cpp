@@ -74,6 +74,17 @@ Status get_shape(Reader& r, KvCacheShape& s) {
   return Status();
 }
 
+void put_step(Writer& w, const StepInput& in) {
+  w.put_vec<int32_t>(in.tokens), w.put_vec<int32_t>(in.positions), w.put_vec<int64_t>(in.slots);
+  w.put_vec<int64_t>(in.logit_rows);
+  w.put<uint8_t>(in.capture_routing), w.put_vec<int32_t>(in.forced_experts);
+  w.put<uint64_t>(in.seqs.size());
+  for (const SeqSlice& s : in.seqs) {
+    w.put<int64_t>(s.first_row), w.put<int64_t>(s.num_rows), w.put<int64_t>(s.context_len);
+    w.put_vec<int32_t>(s.block_table);
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_node_call(const NodeCall& c) {
@@ -88,19 +99,15 @@ std::vector<uint8_t> encode_node_call(const NodeCall& c) {
     case NodeCall::Kind::kMakeKvCache:
       w.put<int32_t>(c.block_size), w.put<int64_t>(c.num_blocks), w.put<uint8_t>(static_cast<uint8_t>(c.dtype));
       break;
-    case NodeCall::Kind::kForward: {
-      const StepInput& in = c.input;
-      w.put_vec<int32_t>(in.tokens), w.put_vec<int32_t>(in.positions), w.put_vec<int64_t>(in.slots);
-      w.put_vec<int64_t>(in.logit_rows);
-      w.put<uint8_t>(in.capture_routing), w.put_vec<int32_t>(in.forced_experts);
-      w.put<uint64_t>(in.seqs.size());
-      for (const SeqSlice& s : in.seqs) {
-        w.put<int64_t>(s.first_row), w.put<int64_t>(s.num_rows), w.put<int64_t>(s.context_len);
-        w.put_vec<int32_t>(s.block_table);
-      }
-      break;
-    }
+    case NodeCall::Kind::kForward: put_step(w, c.input); break;
   }
+  return std::move(w.out);
+}
+
+std::vector<uint8_t> encode_forward_call(const StepInput& input) {
+  Writer w;
+  w.put<uint8_t>(static_cast<uint8_t>(NodeCall::Kind::kForward));
+  put_step(w, input);
   return std::move(w.out);
 }
 

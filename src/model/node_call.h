@@ -28,6 +28,8 @@ struct NodeCall {
 };
 
 std::vector<uint8_t> encode_node_call(const NodeCall& call);
+// encode_node_call of a kForward call of `input`, without copying it into a NodeCall.
+std::vector<uint8_t> encode_forward_call(const StepInput& input);
 // `tables` of the result own the block tables input.seqs view.
 Result<NodeCall> decode_node_call(std::span<const uint8_t> bytes);
 

@@ -124,6 +124,13 @@ struct NodeGroup::Link {
   bool lost = false;  // the link failed: nothing more is read or sent
 };
 
+void NodeGroup::take_status(Link& l, std::span<const uint8_t> payload) {
+  l.replied = true;
+  l.stopped_by_peer = payload[0] == kStoppedByPeer;
+  l.status = payload[0] == kOk ? Status()
+                               : errorf("node {}: {}", l.node, std::string(payload.begin() + 1, payload.end()));
+}
+
 NodeGroup::~NodeGroup() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -340,12 +347,8 @@ Status NodeGroup::end_call(const Status& local) {
         l->lost = true;
         fail(lost(l->node, f.status()), true);
       } else if (f->type == Msg::kStatus && !f->payload.empty()) {
-        l->replied = true;
-        l->stopped_by_peer = f->payload[0] == kStoppedByPeer;
-        if (f->payload[0] != kOk) {
-          l->status = errorf("node {}: {}", l->node, std::string(f->payload.begin() + 1, f->payload.end()));
-          fail(l->status, true);
-        }
+        take_status(*l, f->payload);
+        if (!l->status.ok()) fail(l->status, true);
       }
     }
   }
@@ -413,11 +416,9 @@ Result<std::vector<uint8_t>> NodeGroup::exchange(const CollectiveHeader& header,
       l.lost = true;
       return fail(lost(l.node, f.status()), true);
     }
-    if (f->type == Msg::kStatus && !f->payload.empty()) {  // its ranks failed: it left the step
-      l.replied = true;
-      l.stopped_by_peer = f->payload[0] == kStoppedByPeer;
-      l.status = errorf("node {}: {}", l.node, std::string(f->payload.begin() + 1, f->payload.end()));
-      return fail(l.status, true);
+    if (f->type == Msg::kStatus && !f->payload.empty()) {  // it left the step: its ranks failed
+      take_status(l, f->payload);
+      return fail(l.status.ok() ? errorf("node {} ended the step before a collective", l.node) : l.status, true);
     }
     CollectiveHeader h;
     if (f->type != Msg::kCollective || f->payload.size() < sizeof(h))

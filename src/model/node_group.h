@@ -122,6 +122,8 @@ class NodeGroup {
   Status fail(Status why, bool from_peer);  // records the group's failure, aborts the others (node 0)
   void abort_others(const std::string& why);
   Status lost(int node, const Status& why);
+  // A node's kStatus for the current call (its code, then its message) into its link.
+  static void take_status(Link& l, std::span<const uint8_t> payload);
   Status check_alive_locked();
   void report_lost(const Status& why);
 

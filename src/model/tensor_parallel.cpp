@@ -62,8 +62,7 @@ TensorParallelGroup::~TensorParallelGroup() {
   cv_.notify_all();
   for (Rank& r : ranks_)
     if (r.thread.joinable()) r.thread.join();
-  if (nodes_) nodes_->shutdown();  // node 0: the other nodes' loops end
-}
+}  // (the node group's last owner ends the other nodes' loops: ~NodeGroup)
 
 void TensorParallelGroup::worker(int rank) {
   uint64_t seen = 0;
@@ -113,9 +112,10 @@ Status TensorParallelGroup::run(const std::function<Status(int rank)>& fn) {
   return Status();
 }
 
-Status TensorParallelGroup::run_call(std::span<const uint8_t> call, const std::function<Status(int rank)>& fn) {
+Status TensorParallelGroup::run_call(const std::function<std::vector<uint8_t>()>& call,
+                                     const std::function<Status(int rank)>& fn) {
   if (!nodes_) return run(fn);
-  M2_RETURN_IF_ERROR(nodes_->begin_call(call));
+  M2_RETURN_IF_ERROR(nodes_->begin_call(call()));
   return nodes_->end_call(run(fn));
 }
 

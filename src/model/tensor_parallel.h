@@ -70,10 +70,10 @@ class TensorParallelGroup {
   // "rank r failed: ..." and the group is unusable afterwards (with host
   // communicators; GPU peer kernels stop after their 60 s timeout).
   Status run(const std::function<Status(int rank)>& fn);
-  // run(fn) as node 0 of a node group: `call` (node_call.h) goes to the other
-  // nodes first, their statuses are read after (NodeGroup::end_call). One
-  // node: run(fn).
-  Status run_call(std::span<const uint8_t> call, const std::function<Status(int rank)>& fn);
+  // run(fn) as node 0 of a node group: call() (its bytes: node_call.h) goes to
+  // the other nodes first, their statuses are read after
+  // (NodeGroup::end_call). One node: run(fn), call() not made.
+  Status run_call(const std::function<std::vector<uint8_t>()>& call, const std::function<Status(int rank)>& fn);
   // Whether the last run's failure on this node was another node's or
   // rank's (its ranks were stopped), rather than its own.
   bool stopped_by_peer() const { return stopped_by_peer_; }
