@@ -128,6 +128,13 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   BUILD=$BUILD OUT=$OUT/nodes run 300 scripts/gpu_nodes_check.sh >> "$OUT/tests.log" 2>&1 || TESTS=fail
   grep -E 'over 2 nodes' "$OUT/tests.log" | tee -a "$SUMMARY"
 fi
+# Two ranks sharing this GPU against one, 30 layers of the M2.7 shape, 64
+# greedy steps under the same routing (scripts/gpu_tp_greedy.sh).
+if [[ -z "${SKIP_TESTS:-}" ]] && (( $(left) > 300 )); then
+  BUILD=$BUILD OUT=$OUT/tp_greedy TP=2 BASE=1 LAYERS=$LAYERS run 200 scripts/gpu_tp_greedy.sh >> "$OUT/tests.log" 2>&1 ||
+    TESTS=fail
+  grep -E '^greedy ids' "$OUT/tests.log" | tee -a "$SUMMARY"
+fi
 note "tests: $TESTS: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]|Failure|CUDA error' "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
 

@@ -9,7 +9,8 @@
 #      and graph-replayed) and the host-staged fallback, 8 KB - 64 MB;
 #   4. greedy ids of a dummy M2.7 model of LAYERS layers over 64 steps at
 #      tp N against tp 2 (the same logical weights: dummy FP8 generated on
-#      each GPU from the tensor's element indices);
+#      each GPU from the tensor's element indices), routed freely and under
+#      tp 2's routing (scripts/gpu_tp_greedy.sh);
 #   5. `m2cpp bench decode -tp N` at batch 1, 64 and 256, 1K context.
 # Carry build-gpu (scripts/gpu_check.sh --prepare). NVLink multicast stays off
 # (NCCL_NVLS_ENABLE=0: on the shared machines it can take GPUs out of service).
@@ -60,16 +61,10 @@ if (( TP >= 2 )); then
   grep -E '^ +(12288|16384|65536|1048576|67108864) ' "$OUT/allreduce.log" | tee -a "$SUMMARY"
 fi
 
-# 4. Greedy ids at tp N and tp 2 (the prompt: 32 fixed ids).
-IDS=$(seq -s, 101 37 1288)
-gen() {  # TP
-  run $(( $(left) / 3 )) "$BUILD/m2cpp" generate "${M27[@]}" -tp "$1" --kv-dtype bf16 --ids "$IDS" --max-tokens 64 \
-    --ignore-eos --json 2>> "$OUT/generate.log" | tail -1
-}
+# 4. Greedy ids at tp N against tp 2, free and under tp 2's routing (scripts/gpu_tp_greedy.sh).
 if (( TP > 2 )) && (( $(left) > 200 )); then
-  a=$(gen 2); b=$(gen "$TP")
-  if [[ -n "$a" && "$a" == "$b" ]]; then note "greedy ids, 64 steps: tp $TP = tp 2"; else
-    note "greedy ids DIFFER or failed: tp 2 '${a:0:80}' tp $TP '${b:0:80}' (generate.log)"; fi
+  BUILD=$BUILD OUT=$OUT/tp_greedy TP=$TP BASE=2 LAYERS=$LAYERS LIMIT=$(( $(left) / 8 )) \
+    run $(( $(left) - 60 )) scripts/gpu_tp_greedy.sh 2>&1 | tee -a "$SUMMARY"
 fi
 
 # 5. Decode.

@@ -1,7 +1,10 @@
 // m2cpp generate: greedy continuation of token ids, one token per step
-// through the KV cache. Works without a tokenizer.
+// through the KV cache. Works without a tokenizer. --routing-capture and
+// --routing-replay write and read every stepped row's expert ids, so two
+// configurations (say -tp 1 and -tp 2) can be compared on the same routing.
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/routing_file.h"
 #include "model/greedy.h"
 #include "util/json.h"
 
@@ -16,6 +19,7 @@ struct GenerateArgs {
   bool json = false;
   std::string kv = "f32";
   int prefill_chunk = 0;
+  std::string routing_capture, routing_replay;  // routing_file.h
 };
 
 int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
@@ -38,8 +42,19 @@ int run_generate(const ModelOptions& mo, const GenerateArgs& a) {
   o.eos_ids = model_eos_ids(mo.model, model.config());
   o.kv_dtype = parse_kv_dtype(a.kv).value();  // the option's check allows only valid names
   o.prefill_chunk = a.prefill_chunk;
+  std::vector<int32_t> replay, captured;
+  if (!a.routing_replay.empty()) {
+    auto r = read_routing_file(a.routing_replay, int64_t{model.config().num_hidden_layers} * model.config().num_experts_per_tok);
+    if (!r.ok()) return fail(r.status());
+    replay = std::move(*r);
+    o.routing_in = replay;
+  }
+  if (!a.routing_capture.empty()) o.routing_out = &captured;
   auto out = generate_greedy(model, *ids, o);
-  if (!out.ok()) return fail(out.status());
+  if (!out.ok()) return fail(a.routing_replay.empty() ? out.status() : out.status().with_context("--routing-replay"));
+  if (!a.routing_capture.empty()) {
+    if (Status s = write_routing_file(a.routing_capture, captured); !s.ok()) return fail(s);
+  }
   if (a.json) {
     fmt::print("{}\n", Json{{"ids", *out}}.dump());
   } else {
@@ -61,6 +76,10 @@ Command make_generate(CLI::App& parent) {
   app->add_flag("--json", a->json, "Print {\"ids\": [...]}");
   app->add_option("--kv-dtype", a->kv, "KV cache dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   app->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per forward step (0: all at once)");
+  app->add_option("--routing-capture", a->routing_capture,
+                  "Write every stepped row's expert ids to FILE (int32 [rows, layers, top_k])");
+  app->add_option("--routing-replay", a->routing_replay,
+                  "Route the first rows as FILE says (a --routing-capture file; later rows route freely)");
   return {app, [mo, a] { return run_generate(*mo, *a); }};
 }
 

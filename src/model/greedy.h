@@ -29,8 +29,11 @@ struct SingleSequence {
   }
 };
 
-// Logits [ids.size(), vocab] of every position from one forward pass.
-Result<std::vector<float>> all_logits(MiniMaxM2& model, std::span<const int32_t> ids, DType kv_dtype);
+// Logits [ids.size(), vocab] of every position from one forward pass;
+// `routing` forces the first rows' experts ([rows, layers, top_k], at most
+// ids.size() rows: GreedyOptions::routing_in's layout).
+Result<std::vector<float>> all_logits(MiniMaxM2& model, std::span<const int32_t> ids, DType kv_dtype,
+                                      std::span<const int32_t> routing = {});
 
 struct GreedyOptions {
   int max_tokens = 16;
@@ -39,6 +42,14 @@ struct GreedyOptions {
   DType kv_dtype = DType::kF32;
   int block_size = 16;
   int prefill_chunk = 0;  // prompt tokens per step; 0 = whole prompt in one step
+  // Routing capture and replay over the rows stepped (the prompt, then each
+  // generated token but the last), laid out [rows, layers, top_k] as the
+  // server's routed experts are (docs/rollout.md). routing_out, when set,
+  // receives every row's expert ids; routing_in forces its rows' ids (any
+  // rows after it are routed freely; a row whose first id is -1 too). With
+  // both, the captured ids are the ones used.
+  std::vector<int32_t>* routing_out = nullptr;
+  std::span<const int32_t> routing_in;
 };
 
 // Greedy continuation of `prompt` (argmax, lowest id on ties).

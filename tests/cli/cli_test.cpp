@@ -1,6 +1,7 @@
 // The m2cpp binary end to end: info, logits, generate, and their errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -134,6 +135,63 @@ TEST(Cli, TensorParallelLogitsAndGreedyIdsMatchTp1) {
   ASSERT_EQ(a.code, 0);
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(a.out, b.out);
+}
+
+// --routing-capture writes int32 [rows, layers, top_k]; --routing-replay
+// reads it back: tp 2 under tp 1's routing gives its ids, and a replayed
+// file is what the run routes by (captured back unchanged).
+TEST(Cli, GenerateCapturesAndReplaysTheRouting) {
+  const std::string m = src("tests/data/m2-tiny-bf16");
+  const std::string ids = reference_ids("m2-tiny-bf16", "greedy_prompt_ids");
+  const std::string gen = "generate -m " + m + " --ids " + ids + " --max-tokens 8 --ignore-eos --json";
+  const std::string one = ::testing::TempDir() + "m2cpp_routing_tp1.bin",
+                    two = ::testing::TempDir() + "m2cpp_routing_tp2.bin";
+  CmdResult a = run(gen + " --routing-capture " + one);
+  ASSERT_EQ(a.code, 0) << a.err;
+  auto bytes = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const int64_t prompt = std::count(ids.begin(), ids.end(), ',') + 1;
+  const std::string captured = bytes(one);
+  EXPECT_EQ(static_cast<int64_t>(captured.size()), (prompt + 8 - 1) * 3 * 3 * 4);  // 3 layers, top 3, int32
+  CmdResult b = run(gen + " -tp 2 --routing-replay " + one + " --routing-capture " + two);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_EQ(bytes(two), captured);
+  // logits of the prompt and the generated ids but the last, under that
+  // routing at tp 2: tp 1's greedy choice at every generated row.
+  auto generated = parse_json(a.out, "generate");
+  ASSERT_TRUE(generated.ok()) << a.out;
+  std::string all = ids;
+  for (size_t i = 0; i + 1 < (*generated)["ids"].size(); ++i) all += "," + std::to_string((*generated)["ids"][i].get<int>());
+  const std::string npy = ::testing::TempDir() + "m2cpp_routing_logits.npy";
+  CmdResult l = run("logits -m " + m + " --ids " + all + " --out " + npy + " -tp 2 --routing-replay " + one);
+  ASSERT_EQ(l.code, 0) << l.err;
+  auto logits = read_npy(npy);
+  ASSERT_TRUE(logits.ok());
+  ASSERT_EQ(logits->shape[0], prompt + 7);
+  const int64_t V = logits->shape[1];
+  for (int64_t i = 0; i < 8; ++i) {
+    const auto* row = logits->values.data() + (prompt - 1 + i) * V;
+    EXPECT_EQ(std::max_element(row, row + V) - row, (*generated)["ids"][i].get<int>()) << "generated token " << i;
+  }
+  std::remove(npy.c_str());
+  {  // 5 bytes: not whole rows
+    std::ofstream(two, std::ios::binary) << "12345";
+  }
+  CmdResult c = run(gen + " --routing-replay " + two);
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("5 bytes is not rows of 9 int32 ids"), std::string::npos) << c.err;
+  {  // expert 99 of 8
+    const int32_t row[9] = {99, 1, 2, 0, 1, 2, 0, 1, 2};
+    std::ofstream(two, std::ios::binary).write(reinterpret_cast<const char*>(row), sizeof(row));
+  }
+  c = run(gen + " --routing-replay " + two);
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("--routing-replay: forward: forced expert id 99 outside [0, 8)"), std::string::npos) << c.err;
+  std::remove(one.c_str());
+  std::remove(two.c_str());
 }
 
 // info -tp: what one rank holds (the M2.7 shape, no files), and the split

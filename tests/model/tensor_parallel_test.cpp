@@ -145,6 +145,59 @@ TEST_P(TensorParallel, CapturedAndReplayedRoutingMatchTheUnsharded) {
   EXPECT_LE(max_abs_diff(got_logits, want_logits), 2e-4);
 }
 
+// generate_greedy's routing capture ([rows, layers, top_k] over the prompt
+// and every generated token but the last) is the model's per-step capture
+// ([layers, T, top_k]) transposed, and replaying it at tp N gives the
+// unsharded ids: the comparison m2cpp generate --routing-capture /
+// --routing-replay makes on the GPU, where near-tied routers part the runs.
+TEST_P(TensorParallel, GreedyUnderTheUnshardedRoutingGivesItsIds) {
+  const std::span<const int32_t> prompt = std::span(prompt_).first(std::min<size_t>(prompt_.size(), 16));
+  const int64_t L = weights_->config.num_hidden_layers, k = weights_->config.num_experts_per_tok;
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  std::vector<int32_t> routing, replayed;
+  GreedyOptions o;
+  o.max_tokens = 10;
+  o.ignore_eos = true;
+  o.routing_out = &routing;
+  auto want = generate_greedy(*single_, prompt, o);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  ASSERT_EQ(static_cast<int64_t>(routing.size()), (P + o.max_tokens - 1) * L * k);
+  {  // the prompt's rows are the one prefill step's capture, transposed
+    SingleSequence seq(*single_, P, 16, DType::kF32);
+    StepInput in = seq.step(prompt, 0, false);
+    in.capture_routing = true;
+    std::vector<float> logits;
+    ASSERT_TRUE(single_->forward(in, *seq.cache, &logits).ok());
+    const std::span<const int32_t> step = single_->last_routing();
+    for (int64_t t = 0; t < P; ++t) {
+      for (int64_t l = 0; l < L; ++l) {
+        for (int64_t j = 0; j < k; ++j) ASSERT_EQ(routing[(t * L + l) * k + j], step[(l * P + t) * k + j]);
+      }
+    }
+  }
+  o.routing_in = routing;
+  o.routing_out = &replayed;
+  o.prefill_chunk = 5;  // replay rows land in every step of a chunked prefill
+  auto got = generate_greedy(*group_, prompt, o);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, *want);
+  EXPECT_EQ(replayed, routing);
+  // A replay covering fewer rows than are stepped routes the rest freely;
+  // more rows than are stepped is refused, naming the counts.
+  o.routing_in = std::span(routing).first(static_cast<size_t>(3 * L * k));
+  auto part = generate_greedy(*group_, prompt, o);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_EQ(*part, *want);
+  std::vector<int32_t> longer = routing;
+  longer.resize(routing.size() + static_cast<size_t>(L * k), 0);
+  o.routing_in = longer;
+  auto refused = generate_greedy(*group_, prompt, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("for at most the " + std::to_string(P + o.max_tokens - 1) + " rows"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, TensorParallel,
                          ::testing::Values(Case{"m2-tiny-bf16", 2, false},    // 2 q / 1 kv head per rank
                                            Case{"m2-tiny-bf16", 4, false},    // kv heads replicated (2 over 4 ranks)
@@ -246,7 +299,9 @@ TEST(TensorParallelConfig, ARankHoldsItsSlices) {
   for (int x = 0; x < 8; ++x) {
     const ExpertWeights& X = (*e)->layers[0].experts[x];
     EXPECT_EQ(X.w1.weight.empty(), x != 2 && x != 3) << x;
-    if (!X.w1.weight.empty()) EXPECT_EQ(X.w2.weight.data, L.experts[x].w2.weight.data);
+    if (!X.w1.weight.empty()) {
+      EXPECT_EQ(X.w2.weight.data, L.experts[x].w2.weight.data);
+    }
   }
 }
 
