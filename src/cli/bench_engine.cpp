@@ -46,7 +46,7 @@ int run(const ModelOptions& mo, const Args& a) {
   // Default budget: every request's whole context at once (no preemption).
   const int64_t all_at_once =
       static_cast<int64_t>(KvCache::storage_bytes(per)) * ((a.input_len + a.output_len) / 16 + 2) * a.num_prompts;
-  auto kv_bytes = mo.kv_cache_bytes(*m, a.kv_cache_memory, all_at_once, a.max_num_batched_tokens, a.max_num_seqs);
+  auto kv_bytes = mo.kv_cache_bytes(*m, model, a.kv_cache_memory, all_at_once, a.max_num_batched_tokens, a.max_num_seqs);
   if (!kv_bytes.ok()) return fail(kv_bytes.status());
   c.kv_cache_bytes = *kv_bytes;
   auto engine = Engine::create(model, nullptr, c);

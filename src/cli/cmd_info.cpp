@@ -26,8 +26,7 @@ struct Counts {
   uint64_t scales = 0;         // elements of FP8 scale tensors
   uint64_t active = 0;         // elements read per token (one embedding row, k experts)
   std::map<std::string, uint64_t> bytes_by_dtype;
-  uint64_t rank_bytes = 0;         // bytes rank 0 of -tp holds (every rank holds as many)
-  uint64_t rank_copied_bytes = 0;  // of those, column slices the CPU ranks copy (o_proj, w2 without EP)
+  uint64_t rank_bytes = 0;  // bytes rank 0 of -tp holds (every rank holds as many)
 };
 
 Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const Checkpoint* ck,
@@ -46,9 +45,6 @@ Counts count(const ModelConfig& c, const std::vector<TensorSpec>& specs, const C
     const TensorShare share = tensor_share(c, parallel, 0, s.name);
     const uint64_t mine = elems * dtype_size(dt) * share.num / share.den;
     n.rank_bytes += mine;
-    const bool column_slice = s.name.find("o_proj.") != std::string::npos ||
-                              (!parallel.expert_parallel && s.name.find(".w2.") != std::string::npos);
-    if (parallel.tensor_parallel_size > 1 && column_slice) n.rank_copied_bytes += mine;
     (s.kind == TensorSpec::Kind::kScale ? n.scales : n.weights) += elems;
     // Active: everything but the embedding table (one row) and the experts
     // (top-k of E per layer).
@@ -231,7 +227,6 @@ int run_info(const ModelOptions& mo, bool as_json) {
       j["per_rank"] = {{"tensor_parallel_size", parallel.tensor_parallel_size},
                        {"expert_parallel", parallel.expert_parallel},
                        {"weight_bytes", n.rank_bytes},
-                       {"cpu_copied_bytes", n.rank_copied_bytes},
                        {"kv_bytes_per_token_bf16", kv_rank_bf16}};
     j["per_gpu_h200"] = {{"gpu_memory_utilization", fit.utilization},
                          {"weight_bytes", fit.weights},
@@ -262,10 +257,11 @@ int run_info(const ModelOptions& mo, bool as_json) {
   fmt::print("bytes total      {:.3f} GiB\n", all_bytes / double(1ull << 30));
   fmt::print("kv cache/token   {} bytes in BF16 ({} in FP8)\n", kv_bf16, kv_bf16 / 2);
   if (parallel.tensor_parallel_size > 1) {
-    fmt::print("per rank         tp {}{}: {:.3f} GiB of weights ({:.3f} GiB of them column slices the CPU ranks "
-               "copy), kv cache/token {} bytes in BF16\n",
+    // (A CPU rank computes from views of the mapped checkpoint, column slices
+    // included: only the FP8 scales of those are copied.)
+    fmt::print("per rank         tp {}{}: {:.3f} GiB of weights, kv cache/token {} bytes in BF16\n",
                parallel.tensor_parallel_size, parallel.expert_parallel ? " + EP" : "", n.rank_bytes / double(1ull << 30),
-               n.rank_copied_bytes / double(1ull << 30), kv_rank_bf16);
+               kv_rank_bf16);
   }
   constexpr double kGiB = 1073741824.0;
   if (fit.short_by == 0)

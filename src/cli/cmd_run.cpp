@@ -53,7 +53,8 @@ Status open_chat(const ModelOptions& mo, const RunArgs& a, Chat* c) {
   if (!c->model) return Status();  // a node > 0: it ran node 0's steps
   EngineConfig ec;
   M2_ASSIGN_OR_RETURN(ec.kv_dtype, parse_kv_dtype(a.kv));
-  M2_ASSIGN_OR_RETURN(ec.kv_cache_bytes, mo.kv_cache_bytes(c->loaded, 0, 512ll << 20, ec.scheduler.max_num_batched_tokens, 1));
+  M2_ASSIGN_OR_RETURN(ec.kv_cache_bytes,
+                      mo.kv_cache_bytes(c->loaded, *c->model, 0, 512ll << 20, ec.scheduler.max_num_batched_tokens, 1));
   ec.scheduler.max_num_seqs = 1;
   M2_ASSIGN_OR_RETURN(c->engine, Engine::create(*c->model, c->tokenizer.get(), ec));
   c->params = default_sampling_params(mo.model);

@@ -206,8 +206,6 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   mo.auto_step_tokens = a.max_num_batched_tokens, mo.auto_logit_rows = a.max_num_seqs;
   auto loaded = mo.load_on_backend();
   if (!loaded.ok()) return fail(loaded.status());
-  auto kv_bytes = mo.kv_cache_bytes(*loaded, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
-  if (!kv_bytes.ok()) return fail(kv_bytes.status());
   // The served weight set; weight updates (docs/rollout.md) swap in others.
   server::RolloutControl rollout(wrap_loaded_weights(std::move(loaded->weights)), dir_name(mo.model),
                                  loaded->backend->reads_weight_views());
@@ -215,6 +213,9 @@ int run_serve(ModelOptions mo, const ServeArgs& a) {
   if (!made.ok()) return fail(made.status());
   if (!*made) return 0;  // a node > 0: it ran node 0's steps
   MiniMaxM2& model = **made;
+  // (After the model: a GPU group's ranks have prepared their shards.)
+  auto kv_bytes = mo.kv_cache_bytes(*loaded, model, a.kv_cache_memory, 0, a.max_num_batched_tokens, a.max_num_seqs);
+  if (!kv_bytes.ok()) return fail(kv_bytes.status());
   if (NodeGroup* nodes = model.node_group())  // a lost node ends the job: the graceful shutdown, then exit 1
     nodes->watch([](const Status& why) {
       log_error("m2cpp serve: {}: stopping", why.message());

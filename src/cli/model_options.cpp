@@ -11,6 +11,7 @@
 #include "cli/flag_checks.h"
 #include "engine/memory_budget.h"
 #include "model/expert_placement.h"
+#include "model/tensor_parallel.h"
 #include "engine/scheduler.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -98,10 +99,11 @@ Status ModelOptions::check() const {
         return errorf("--cpu-moe and --n-cpu-moe with --tensor-parallel-size {}: not supported (with several GPUs "
                       "the experts are split over them instead)",
                       tensor_parallel_size);
-      if (gpu_memory_utilization != 0)
-        return errorf("--gpu-memory-utilization with --tensor-parallel-size {} on the GPU is not supported yet: give "
-                      "the KV cache's bytes per GPU (--kv-cache-memory)",
-                      tensor_parallel_size);
+      M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
+      if (gpu_memory_utilization != 0 && node.nnodes > 1)
+        return errorf("--gpu-memory-utilization with --nnodes {} on the GPU is not supported yet: give the KV "
+                      "cache's bytes per GPU (--kv-cache-memory)",
+                      node.nnodes);
       M2_RETURN_IF_ERROR(tensor_parallel_devices().status());
     }
     M2_ASSIGN_OR_RETURN(const ModelConfig config, load_config_from(model));
@@ -348,14 +350,32 @@ Result<LoadedModel> ModelOptions::load_on_backend() const {
   return m;
 }
 
-Result<int64_t> ModelOptions::kv_cache_bytes(const LoadedModel& m, int64_t explicit_bytes, int64_t fallback,
-                                             int64_t max_tokens, int64_t max_rows) const {
+Result<int64_t> ModelOptions::kv_cache_bytes(const LoadedModel& m, MiniMaxM2& model, int64_t explicit_bytes,
+                                             int64_t fallback, int64_t max_tokens, int64_t max_rows) const {
   if (explicit_bytes > 0) return explicit_bytes;
   if (gpu_memory_utilization == 0) return fallback;
-  const int64_t total = static_cast<int64_t>(m.backend->memory_info().total_bytes);
   SchedulerConfig sc;  // its logit rows: max_rows decodes plus the prompt-logprobs rows
   sc.max_num_seqs = static_cast<int>(max_rows), sc.max_num_batched_tokens = max_tokens;
+  // (The whole model's step: an upper bound of a rank's, whose heads and expert columns are a share.)
   const int64_t reserve = activation_reserve_bytes(m.weights->config, max_tokens, sc.max_logit_rows());
+  if (TensorParallelGroup* group = model.group(); group && device != "cpu") {
+    // Each rank's weights are its own shard's, on the GPU it shares with
+    // whichever ranks M2CPP_TP_DEVICES puts there.
+    M2_ASSIGN_OR_RETURN(const std::vector<int> devices, tensor_parallel_devices());
+    std::vector<RankMemory> ranks;
+    for (int r = 0; r < group->size(); ++r) {
+      Backend& b = group->backend(r);
+      ranks.push_back({devices[r], static_cast<int64_t>(b.memory_info().total_bytes),
+                       static_cast<int64_t>(b.weight_bytes())});
+      log_info("--gpu-memory-utilization {}: rank {} on GPU {}: weights {:.2f} GiB of {:.2f} GiB", gpu_memory_utilization,
+               r, devices[r], ranks.back().weight_bytes / 1073741824.0, ranks.back().total_bytes / 1073741824.0);
+    }
+    M2_ASSIGN_OR_RETURN(int64_t kv, kv_cache_budget_per_rank(gpu_memory_utilization, ranks, reserve));
+    log_info("--gpu-memory-utilization {}: activation reserve {:.2f} GiB a rank, KV cache {:.2f} GiB a rank",
+             gpu_memory_utilization, reserve / 1073741824.0, kv / 1073741824.0);
+    return kv;
+  }
+  const int64_t total = static_cast<int64_t>(m.backend->memory_info().total_bytes);
   M2_ASSIGN_OR_RETURN(int64_t kv, kv_cache_budget(gpu_memory_utilization, total, m.weight_bytes, reserve));
   log_info("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB: weights {:.2f}, activation reserve {:.2f}, "
            "KV cache {:.2f} GiB",

@@ -98,9 +98,10 @@ struct ModelOptions {
   // KV-cache bytes: `explicit_bytes` (--kv-cache-memory) when > 0; else,
   // with --gpu-memory-utilization, what its budget leaves after the weights
   // and the activations of a step of `max_tokens` tokens and `max_rows`
-  // logit rows; else `fallback`.
-  Result<int64_t> kv_cache_bytes(const LoadedModel& m, int64_t explicit_bytes, int64_t fallback, int64_t max_tokens,
-                                 int64_t max_rows) const;
+  // logit rows (`model` a GPU group: a rank's, from every rank's GPU and
+  // shard, engine/memory_budget.h); else `fallback`.
+  Result<int64_t> kv_cache_bytes(const LoadedModel& m, MiniMaxM2& model, int64_t explicit_bytes, int64_t fallback,
+                                 int64_t max_tokens, int64_t max_rows) const;
 };
 
 // "cuda" -> 0, "cuda:N" -> N, anything else -> -1.

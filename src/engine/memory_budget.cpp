@@ -1,6 +1,9 @@
 #include "engine/memory_budget.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <vector>
 
 namespace m2 {
 namespace {
@@ -33,6 +36,25 @@ Result<int64_t> kv_cache_budget(double utilization, int64_t total_bytes, int64_t
                   "activation reserve {:.2f} GiB; raise it or lower --max-num-batched-tokens / --max-num-seqs",
                   utilization, gib(budget), gib(total_bytes), gib(weight_bytes), gib(activation_bytes));
   return left;
+}
+
+Result<int64_t> kv_cache_budget_per_rank(double utilization, std::span<const RankMemory> ranks,
+                                         int64_t activation_bytes) {
+  if (ranks.empty()) return errorf("kv_cache_budget_per_rank: no ranks");
+  std::map<int, std::vector<const RankMemory*>> by_device;
+  for (const RankMemory& r : ranks) by_device[r.device].push_back(&r);
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const auto& [device, held] : by_device) {
+    int64_t weights = 0;
+    for (const RankMemory* r : held) weights += r->weight_bytes;
+    const int64_t n = static_cast<int64_t>(held.size());
+    auto left = kv_cache_budget(utilization, held[0]->total_bytes, weights, n * activation_bytes);
+    if (!left.ok())
+      return left.status().with_context(
+          fmt::format("GPU {} ({} rank{} of the group)", device, n, n > 1 ? "s" : ""));
+    least = std::min(least, *left / n);
+  }
+  return least;
 }
 
 }  // namespace m2

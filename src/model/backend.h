@@ -166,6 +166,11 @@ class Backend {
   // shapes or ids outside the vocabulary.
   virtual Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) = 0;
   virtual MemoryInfo memory_info() = 0;
+  // Device memory prepare_weights took for weight copies (0: the backend
+  // computes from the host views). What a rank's share of
+  // --gpu-memory-utilization starts from under tensor parallelism, where
+  // ranks may share a device and its free memory is not theirs alone.
+  virtual size_t weight_bytes() const { return 0; }
 
   // ---- Tensor parallelism (model/tensor_parallel.h): a rank holds a slice
   // of the heads, and the full-width QK RMSNorm takes each row's mean of

@@ -59,6 +59,8 @@ Status quantize_lm_head_fp8(ModelWeights& w) {
                   "to the BF16 embedding, so an 8-bit copy of it is not offered");
   if (head.weight.dtype != DType::kBF16 && head.weight.dtype != DType::kF16 && head.weight.dtype != DType::kF32)
     return errorf("--lm-head-dtype fp8: lm_head is {}, expected BF16, F16 or F32", dtype_name(head.weight.dtype));
+  if (!head.contiguous())
+    return errorf("--lm-head-dtype fp8: lm_head is a column slice of another tensor (rows {} elements apart)", head.ld());
   if (w.dummy_fp8.count(head.weight.data))
     return errorf("--lm-head-dtype fp8: lm_head's values are generated on the GPU, not readable here");
   const int br = w.config.fp8 ? w.config.fp8->block_rows : 128;

@@ -72,6 +72,8 @@ class MiniMaxM2 {
   Status follow_node_zero();
   // The node group this model's ranks span (nullptr: one node).
   NodeGroup* node_group() const;
+  // Driving a group in this process: its ranks (nullptr: one rank, or a rank).
+  TensorParallelGroup* group() const { return group_.get(); }
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }

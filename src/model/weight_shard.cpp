@@ -21,10 +21,9 @@ Status check_block_slice(const char* what, int64_t begin, int64_t end, int64_t n
 // Rows [begin, end) of a [rows, cols] Linear: a view (and the scales' rows).
 Result<Linear> row_slice(const Linear& w, int64_t begin, int64_t end, const char* what) {
   Linear out = w;
-  const int64_t cols = w.in_features();
   const size_t esz = dtype_size(w.weight.dtype);
-  out.weight.data = static_cast<const uint8_t*>(w.weight.data) + static_cast<size_t>(begin * cols) * esz;
-  out.weight.shape = Shape{end - begin, cols};
+  out.weight.data = static_cast<const uint8_t*>(w.weight.data) + static_cast<size_t>(begin * w.ld()) * esz;
+  out.weight.shape = Shape{end - begin, w.in_features()};
   out.prepared = nullptr;
   if (w.is_fp8()) {
     M2_RETURN_IF_ERROR(check_block_slice(what, begin, end, w.out_features(), w.block_rows, "output rows"));
@@ -36,26 +35,14 @@ Result<Linear> row_slice(const Linear& w, int64_t begin, int64_t end, const char
   return out;
 }
 
-// Columns [begin, end) of a [rows, cols] Linear: rows are not contiguous in
-// the checkpoint, so the slice is an owned copy kept in the shard's `owned`
-// (or, for a dummy FP8 weight generated on the GPU, a placeholder).
+// Columns [begin, end) of a [rows, cols] Linear: a view of the columns, its
+// rows w.ld() elements apart (so a rank reads only its own bytes of each
+// row from the mapping), and an owned copy of the scales' columns (a few KB)
+// kept in the shard's `owned`. For a dummy FP8 weight generated on the GPU,
+// a placeholder of its own.
 Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const char* what, ModelWeights& shard) {
-  std::vector<std::unique_ptr<uint8_t[]>>& owned = shard.owned;
   Linear out = w;
   const int64_t rows = w.out_features(), cols = w.in_features();
-  auto copy = [&](const TensorView& t, int64_t r, int64_t c, int64_t c0, int64_t c1) {
-    const size_t esz = dtype_size(t.dtype);
-    auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(r * (c1 - c0)) * esz);
-    for (int64_t i = 0; i < r; ++i)
-      std::memcpy(buf.get() + static_cast<size_t>(i * (c1 - c0)) * esz,
-                  static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i * c + c0) * esz,
-                  static_cast<size_t>(c1 - c0) * esz);
-    TensorView v = t;
-    v.data = buf.get();
-    v.shape = Shape{r, c1 - c0};
-    owned.push_back(std::move(buf));
-    return v;
-  };
   // A dummy FP8 weight generated on the GPU has no host bytes: the slice is
   // a placeholder of its own, its elements a window of the tensor's.
   if (auto dummy = shard.dummy_fp8.find(w.weight.data); dummy != shard.dummy_fp8.end()) {
@@ -68,13 +55,23 @@ Result<Linear> column_slice(const Linear& w, int64_t begin, int64_t end, const c
     shard.dummy_fp8[place.get()] = d;
     shard.placeholders.push_back(std::move(place));
   } else {
-    out.weight = copy(w.weight, rows, cols, begin, end);
+    out.weight.data = static_cast<const uint8_t*>(w.weight.data) + static_cast<size_t>(begin) * dtype_size(w.weight.dtype);
+    out.weight.shape = Shape{rows, end - begin};
+    out.row_stride = w.ld();
   }
   out.prepared = nullptr;
   if (w.is_fp8()) {
     M2_RETURN_IF_ERROR(check_block_slice(what, begin, end, cols, w.block_cols, "input columns"));
+    // [rows / 128, cols / 128] fp32, contiguous: the columns of the slice copied.
     const int64_t sr = w.scale_inv.shape[0], sc = w.scale_inv.shape[1];
-    out.scale_inv = copy(w.scale_inv, sr, sc, begin / w.block_cols, (end + w.block_cols - 1) / w.block_cols);
+    const int64_t c0 = begin / w.block_cols, c1 = (end + w.block_cols - 1) / w.block_cols;
+    auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(sr * (c1 - c0)) * sizeof(float));
+    for (int64_t i = 0; i < sr; ++i)
+      std::memcpy(buf.get() + static_cast<size_t>(i * (c1 - c0)) * sizeof(float), w.scale_inv.as<float>() + i * sc + c0,
+                  static_cast<size_t>(c1 - c0) * sizeof(float));
+    out.scale_inv.data = buf.get();
+    out.scale_inv.shape = Shape{sr, c1 - c0};
+    shard.owned.push_back(std::move(buf));
   }
   return out;
 }

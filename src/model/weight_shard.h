@@ -3,14 +3,14 @@
 //
 //   attention  q_proj, k_proj, v_proj: row slices (the rank's heads), views;
 //              q_norm, k_norm: the matching slices of the full-width weights;
-//              o_proj: a column slice (owned copy) -> partial sums, all-reduced.
+//              o_proj: a column slice (a strided view) -> partial sums, all-reduced.
 //              Heads: rank r holds q heads [r·nq/tp, (r+1)·nq/tp) and, while
 //              tp <= nkv, kv heads [r·nkv/tp, ...); above nkv ranks each rank
 //              holds the one kv head its q heads read (kv head r·nkv/tp),
 //              replicated tp/nkv times.
 //   MoE        router and bias replicated (every rank routes every token);
 //              tensor-parallel: each expert's I columns split, w1/w3 row
-//              slices (views), w2 a column slice (owned copy); expert-parallel:
+//              slices (views), w2 a column slice (strided view); expert-parallel:
 //              E/tp whole experts per rank (views), the others empty. Either
 //              way the outputs are partial sums, all-reduced.
 //   lm_head:   a row slice (the rank's V/tp vocabulary rows, a view); each
@@ -60,8 +60,9 @@ TensorShare tensor_share(const ModelConfig& config, const ParallelConfig& parall
 
 // Rank `rank`'s weights: a model of its own whose config has the rank's head
 // counts and expert width (num_attention_heads, num_key_value_heads,
-// intermediate_size), with views into `full` (which must outlive it) and
-// owned copies of the column slices.
+// intermediate_size), with views into `full` (which must outlive it): row
+// slices contiguous, column slices (o_proj, w2) strided (Linear::row_stride),
+// so a rank holds no copy of a weight, only of its column slices' scales.
 Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, const ParallelConfig& parallel,
                                                     int rank);
 

@@ -85,18 +85,22 @@ Status stream_weights(const Checkpoint* checkpoint, const std::vector<WeightCopy
       shard = &checkpoint->file(shard_index).mapped();
       read_to = loc->offset, released_to = 0, shard_end = 0;
       for (size_t j = k; j < order.size() && locs[order[j]] && locs[order[j]]->file == shard_index; ++j)
-        shard_end = std::max(shard_end, locs[order[j]]->offset + copies[order[j]].bytes);
+        shard_end = std::max(shard_end, locs[order[j]]->offset + copies[order[j]].span());
     }
-    for (uint64_t off = 0; off < c.bytes; off += piece_bytes) {
+    // (A strided copy's pieces are whole rows: `step` packed bytes, `src_step` of the view.)
+    const uint64_t rows_a_piece = c.strided() ? std::max<uint64_t>(piece_bytes / c.src_pitch, 1) : 0;
+    const uint64_t step = c.strided() ? rows_a_piece * c.row_bytes : piece_bytes;
+    const uint64_t src_step = c.strided() ? rows_a_piece * c.src_pitch : piece_bytes;
+    for (uint64_t off = 0, src_off = 0; off < c.bytes; off += step, src_off += src_step) {
       WeightCopy split;
-      if (c.bytes > piece_bytes)
-        split = {static_cast<const uint8_t*>(c.src) + off, std::min(piece_bytes, c.bytes - off),
-                 static_cast<uint8_t*>(c.dst) + off, c.what};
-      const WeightCopy& piece = c.bytes > piece_bytes ? split : c;
+      if (c.bytes > step)
+        split = {static_cast<const uint8_t*>(c.src) + src_off, std::min(step, c.bytes - off),
+                 static_cast<uint8_t*>(c.dst) + off, c.what, c.row_bytes, c.src_pitch};
+      const WeightCopy& piece = c.bytes > step ? split : c;
       if (!loc) {
         M2_RETURN_IF_ERROR(copy(piece));
       } else {
-        const uint64_t begin = loc->offset + off, end = begin + piece.bytes;
+        const uint64_t begin = loc->offset + src_off, end = begin + piece.span();
         // Keep the next window of the shard on its way from the disk; asked
         // for half a window at a time to keep the system calls few.
         if (read_to < std::min(end + options.readahead_bytes / 2, shard_end)) {

@@ -24,12 +24,19 @@ namespace m2 {
 
 // One copy of a host view's bytes to `dst`, a byte address in the backend's
 // memory (a copy larger than release_bytes is made in pieces, src + i to
-// dst + i).
+// dst + i). A strided view (a tensor-parallel column slice) has `row_bytes`:
+// bytes / row_bytes rows of row_bytes each, `src_pitch` apart in the host
+// view, packed at dst (pieces of whole rows).
 struct WeightCopy {
   const void* src = nullptr;
   uint64_t bytes = 0;
   void* dst = nullptr;
   std::string what;  // for messages, e.g. "layer 3 experts"
+  uint64_t row_bytes = 0, src_pitch = 0;
+
+  bool strided() const { return row_bytes != 0; }
+  // The bytes of the host view from src to the end of its last row.
+  uint64_t span() const { return strided() && bytes ? (bytes / row_bytes - 1) * src_pitch + row_bytes : bytes; }
 };
 
 struct WeightStreamOptions {

@@ -38,9 +38,15 @@ struct Linear {
   int block_rows = 128;
   int block_cols = 128;
   Prepared prepared = nullptr;  // weight and scales as the backend holds them
+  // Elements from one row of `weight` to the next; 0: in_features() (rows
+  // contiguous). A tensor-parallel column slice (model/weight_shard.h) is a
+  // view of the full tensor's columns, its rows the full width apart.
+  int64_t row_stride = 0;
 
   int64_t out_features() const { return weight.shape[0]; }
   int64_t in_features() const { return weight.shape[1]; }
+  int64_t ld() const { return row_stride != 0 ? row_stride : in_features(); }
+  bool contiguous() const { return ld() == in_features(); }
   bool is_fp8() const { return weight.dtype == DType::kF8E4M3; }
 };
 

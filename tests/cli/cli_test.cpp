@@ -355,6 +355,9 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
        "--tensor-parallel-size 2 over --nnodes 4: every node holds the same number of ranks"},
       {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 -tp 2 --nnodes 2 --node-rank 2",
        "--node-rank 2 is outside 0..1 (--nnodes 2)"},
+      {"generate -m " + src("tests/data/m2-tiny-bf16") + " --ids 1 --device cuda -tp 2 --nnodes 2 --node-rank 0 "
+       "--master-addr 127.0.0.1 --gpu-memory-utilization 0.9",
+       "--gpu-memory-utilization with --nnodes 2 on the GPU is not supported yet"},
   };
   for (const Case& c : cases) {
     CmdResult r = run(c.args);

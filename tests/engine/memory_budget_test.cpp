@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace m2 {
 namespace {
 
@@ -30,6 +32,26 @@ TEST(MemoryBudget, NoRoomLeftForTheCacheIsAnError) {
 TEST(MemoryBudget, UtilizationMustBeAFraction) {
   for (double u : {0.0, -0.1, 1.5}) EXPECT_FALSE(kv_cache_budget(u, kGiB, 0, 0).ok()) << u;
   EXPECT_TRUE(kv_cache_budget(1.0, 2 * kGiB, 0, kGiB).ok());
+}
+
+// Tensor parallelism: ranks on their own GPUs each get their device's
+// leftover, the least of them; ranks sharing a GPU share its budget.
+TEST(MemoryBudget, RanksGetTheLeastDevicesShareAndRanksOnOneDeviceShareIt) {
+  const std::vector<RankMemory> own = {{0, 140 * kGiB, 60 * kGiB}, {1, 140 * kGiB, 62 * kGiB}};
+  auto kv = kv_cache_budget_per_rank(0.9, own, 4 * kGiB);
+  ASSERT_TRUE(kv.ok()) << kv.status().message();
+  EXPECT_EQ(*kv, static_cast<int64_t>(0.9 * 140 * kGiB) - 66 * kGiB);  // GPU 1's, the smaller
+  const std::vector<RankMemory> shared = {{0, 140 * kGiB, 30 * kGiB}, {0, 140 * kGiB, 30 * kGiB}};
+  auto half = kv_cache_budget_per_rank(0.9, shared, 4 * kGiB);
+  ASSERT_TRUE(half.ok()) << half.status().message();
+  EXPECT_EQ(*half, (static_cast<int64_t>(0.9 * 140 * kGiB) - 68 * kGiB) / 2);
+  // The device that cannot hold its ranks is named.
+  const std::vector<RankMemory> full = {{0, 140 * kGiB, 60 * kGiB}, {3, 140 * kGiB, 130 * kGiB}};
+  auto none = kv_cache_budget_per_rank(0.9, full, 4 * kGiB);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("GPU 3 (1 rank of the group)"), std::string::npos) << none.status().message();
+  EXPECT_NE(none.status().message().find("the weights take 130.00 GiB"), std::string::npos) << none.status().message();
+  EXPECT_FALSE(kv_cache_budget_per_rank(0.9, {}, 0).ok());
 }
 
 TEST(MemoryBudget, ActivationReserveGrowsWithTokensAndRows) {

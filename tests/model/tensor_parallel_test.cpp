@@ -266,8 +266,9 @@ TEST(TensorParallelConfig, AVocabularyTpDoesNotDivideKeepsTheLmHeadWhole) {
   EXPECT_LE(max_abs_diff(*got, *want), 2e-4);
 }
 
-// What a rank holds (weight_shard.h): views of its rows, copies of its
-// columns, its vocabulary rows, its experts (EP) or expert columns.
+// What a rank holds (weight_shard.h): views of its rows, strided views of its
+// columns (no copy of a weight), its vocabulary rows, its experts (EP) or
+// expert columns.
 TEST(TensorParallelConfig, ARankHoldsItsSlices) {
   auto w = load_model(test::data_path("m2-tiny-bf16"), LoadOptions{});  // 4 q x 64, 2 kv heads, V 512, 8 experts x 96
   ASSERT_TRUE(w.ok());
@@ -286,13 +287,17 @@ TEST(TensorParallelConfig, ARankHoldsItsSlices) {
   EXPECT_EQ(R.q_proj.weight.data, byte(L.q_proj.weight, 3 * 64 * 192));  // q head 3: a view
   EXPECT_EQ(R.k_proj.weight.data, byte(L.k_proj.weight, 1 * 64 * 192));  // kv head 3 * 2 / 4 = 1
   EXPECT_EQ(R.k_norm.data, byte(L.k_norm, 64));
-  EXPECT_EQ(R.o_proj.weight.shape, (Shape{192, 64}));  // columns 192..255: a copy
-  EXPECT_EQ(tensor_get_f32(R.o_proj.weight, 5 * 64 + 7), tensor_get_f32(L.o_proj.weight, 5 * 256 + 192 + 7));
+  EXPECT_EQ(R.o_proj.weight.shape, (Shape{192, 64}));  // columns 192..255: rows 256 apart
+  EXPECT_EQ(R.o_proj.weight.data, byte(L.o_proj.weight, 192));
+  EXPECT_EQ(R.o_proj.ld(), 256);
+  EXPECT_FALSE(R.o_proj.contiguous());
   EXPECT_EQ((*s)->lm_head.weight.shape, (Shape{128, 192}));
   EXPECT_EQ((*s)->lm_head.weight.data, byte(full.lm_head.weight, 3 * 128 * 192));
   EXPECT_EQ(R.experts[0].w1.weight.shape, (Shape{24, 192}));
   EXPECT_EQ(R.experts[0].w2.weight.shape, (Shape{192, 24}));
-  EXPECT_EQ(tensor_get_f32(R.experts[0].w2.weight, 2 * 24 + 1), tensor_get_f32(L.experts[0].w2.weight, 2 * 96 + 72 + 1));
+  EXPECT_EQ(R.experts[0].w2.weight.data, byte(L.experts[0].w2.weight, 72));  // columns 72..95 of 96
+  EXPECT_EQ(R.experts[0].w2.ld(), 96);
+  EXPECT_TRUE((*s)->owned.empty());  // BF16: not even scales to copy
   p.expert_parallel = true;
   auto e = shard_weights(full, p, 1);  // experts 2 and 3, whole
   ASSERT_TRUE(e.ok());
@@ -337,9 +342,10 @@ TEST(TensorParallelConfig, DummyFp8ShardsDescribeTheHostFillsBytes) {
   auto expect_same = [&](const Linear& h, const Linear& d, const char* what) {
     ASSERT_EQ(h.weight.shape, d.weight.shape) << what;
     ASSERT_EQ(h.weight.dtype, DType::kF8E4M3) << what;
-    const auto* bytes = static_cast<const uint8_t*>(h.weight.data);
+    const auto* bytes = static_cast<const uint8_t*>(h.weight.data);  // FP8: a byte an element
+    const int64_t cols = h.in_features();
     int wrong = 0;
-    for (int64_t k = 0; k < h.weight.shape.numel(); ++k) wrong += described(d.weight, k) != bytes[k];
+    for (int64_t k = 0; k < h.weight.shape.numel(); ++k) wrong += described(d.weight, k) != bytes[k / cols * h.ld() + k % cols];
     EXPECT_EQ(wrong, 0) << what << ": " << h.weight.shape.numel() << " elements";
     ASSERT_EQ(h.scale_inv.shape.numel(), d.scale_inv.shape.numel()) << what;
     EXPECT_EQ(std::memcmp(h.scale_inv.data, d.scale_inv.data, h.scale_inv.shape.numel() * 4), 0) << what << " scales";
@@ -367,6 +373,17 @@ TEST(TensorParallelConfig, TensorSharesAddUpToTheShardsBytes) {
       ASSERT_TRUE(s.ok()) << s.status().message();
       const ModelWeights& m = **s;
       size_t held = vec(m.embed) + vec(m.final_norm) + (m.config.tie_word_embeddings ? 0 : linear(m.lm_head));
+      // Every weight a view of the loaded tensor's bytes (column slices too).
+      auto inside = [](const Linear& part, const Linear& whole) {
+        const auto* p = static_cast<const uint8_t*>(part.weight.data);
+        const auto* b = static_cast<const uint8_t*>(whole.weight.data);
+        return part.weight.empty() || (p >= b && p < b + whole.weight.nbytes());
+      };
+      for (size_t i = 0; i < m.layers.size(); ++i) {
+        const LayerWeights &L = m.layers[i], &F = (*w)->layers[i];
+        EXPECT_TRUE(inside(L.o_proj, F.o_proj)) << fixture << " layer " << i;
+        for (size_t e = 0; e < L.experts.size(); ++e) EXPECT_TRUE(inside(L.experts[e].w2, F.experts[e].w2)) << e;
+      }
       for (const LayerWeights& L : m.layers) {
         held += vec(L.input_norm) + vec(L.post_attention_norm) + vec(L.q_norm) + vec(L.k_norm) + vec(L.router) +
                 vec(L.router_bias) + linear(L.q_proj) + linear(L.k_proj) + linear(L.v_proj) + linear(L.o_proj);

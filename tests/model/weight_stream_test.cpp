@@ -142,6 +142,43 @@ TEST_F(WeightStream, LargeCopiesGoInPieces) {
   EXPECT_EQ(std::memcmp(out_view.data(), v.data, v.nbytes()), 0);
 }
 
+// A tensor-parallel column slice: columns [300, 700) bytes of the 1 MiB
+// tensor read as 1024 rows of 1024 bytes, packed, in pieces of whole rows
+// that never read past the slice's last row.
+TEST_F(WeightStream, StridedCopiesPackTheirRowsInPiecesOfWholeRows) {
+  const TensorView& v = views_.at("x.t07");
+  constexpr uint64_t kPitch = 1024, kRows = 1024, kBegin = 300, kWidth = 400;
+  const auto* base = static_cast<const uint8_t*>(v.data);
+  std::vector<uint8_t> out(kRows * kWidth, 0);
+  WeightCopy c{base + kBegin, kRows * kWidth, out.data(), "x.t07", kWidth, kPitch};
+  EXPECT_EQ(c.span(), (kRows - 1) * kPitch + kWidth);
+  WeightStreamOptions options;
+  options.release_bytes = 100000;  // 97 rows a piece
+  uint64_t largest = 0, last_end = 0;
+  int pieces = 0;
+  const Status s = stream_weights(
+      ck_.get(), {c},
+      [&](const WeightCopy& p) {
+        EXPECT_TRUE(p.strided());
+        EXPECT_EQ(p.bytes % kWidth, 0u);
+        EXPECT_EQ((static_cast<const uint8_t*>(p.src) - base - kBegin) % kPitch, 0u);  // starts on a row
+        largest = std::max(largest, p.bytes);
+        last_end = static_cast<const uint8_t*>(p.src) - base + p.span();
+        ++pieces;
+        for (uint64_t r = 0; r < p.bytes / kWidth; ++r)
+          std::memcpy(static_cast<uint8_t*>(p.dst) + r * kWidth, static_cast<const uint8_t*>(p.src) + r * kPitch,
+                      kWidth);
+        return Status();
+      },
+      options);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(largest, 97 * kWidth);
+  EXPECT_EQ(pieces, 11);  // ceil(1024 / 97)
+  EXPECT_EQ(last_end, (kRows - 1) * kPitch + kBegin + kWidth);
+  for (uint64_t r = 0; r < kRows; ++r)
+    ASSERT_EQ(std::memcmp(out.data() + r * kWidth, base + r * kPitch + kBegin, kWidth), 0) << "row " << r;
+}
+
 TEST_F(WeightStream, AFailedCopyNamesItsShardAndTensor) {
   std::vector<WeightCopy> copies;
   for (auto& [name, v] : views_) copies.push_back({v.data, v.nbytes(), nullptr, name});

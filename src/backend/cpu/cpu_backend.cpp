@@ -14,6 +14,7 @@ namespace cpu {
 
 WeightRef weight_ref(const Linear& w) {
   WeightRef r = weight_ref(w.weight);
+  r.ld = w.ld();
   if (w.is_fp8()) {
     r.scales = w.scale_inv.as<float>();
     r.scale_ld = w.scale_inv.shape[1];

@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
   void drop_graphs();
   Status sample(Act logits, std::span<const SampleRow> rows, std::span<SampledToken> out) override;  // cuda_sampling.cpp
   MemoryInfo memory_info() override;
+  size_t weight_bytes() const override { return weight_bytes_; }
 
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
@@ -139,6 +140,7 @@ class CudaBackend final : public Backend {
   Status device_alloc(size_t bytes, const char* what, uint8_t** out);
   // Queues the upload of `src` to `dst`; prepare_weights streams the queue.
   void queue_copy(void* dst, const TensorView& src, std::string_view what);
+  void queue_copy(void* dst, const Linear& l, std::string_view what);  // its weight (rows packed)
 
   // What plan_matmul is told of y = x · Wᵀ.
   MatmulShape matmul_shape(const Act& x, const DeviceWeight& d, const Act& y) const;
@@ -216,6 +218,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
 
   std::vector<void*> weight_memory_;      // owned device allocations
+  size_t weight_bytes_ = 0;               // their bytes
   // The records the weights' handles point at (deques: stable addresses).
   std::deque<PreparedTensor> tensors_;
   std::deque<PreparedExperts> experts_;

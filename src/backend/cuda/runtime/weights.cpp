@@ -58,12 +58,21 @@ Status CudaBackend::device_alloc(size_t bytes, const char* what, uint8_t** out) 
                   bytes / 1048576.0, cudaGetErrorString(e), device_, free_b / 1073741824.0, total_b / 1073741824.0);
   }
   weight_memory_.push_back(p);
+  weight_bytes_ += std::max<size_t>(bytes, 1);
   *out = static_cast<uint8_t*>(p);
   return Status();
 }
 
 void CudaBackend::queue_copy(void* dst, const TensorView& src, std::string_view what) {
   pending_copies_.push_back({src.data, src.nbytes(), dst, std::string(what)});
+}
+
+void CudaBackend::queue_copy(void* dst, const Linear& l, std::string_view what) {
+  if (l.contiguous()) return queue_copy(dst, l.weight, what);
+  // A column slice's rows, packed on the device (WeightCopy's strided form).
+  const uint64_t esz = dtype_size(l.weight.dtype);
+  pending_copies_.push_back({l.weight.data, l.weight.nbytes(), dst, std::string(what),
+                             static_cast<uint64_t>(l.in_features()) * esz, static_cast<uint64_t>(l.ld()) * esz});
 }
 
 bool CudaBackend::owns(Prepared p) const {
@@ -104,7 +113,7 @@ Status CudaBackend::upload_linear(Linear& l, const char* what, Uploads& uploads)
   }
   uint8_t* dev = nullptr;
   M2_RETURN_IF_ERROR(device_alloc(linear_bytes(l), what, &dev));
-  queue_copy(dev, l.weight, what);
+  queue_copy(dev, l, what);
   DeviceWeight d;
   d.data = dev, d.dtype = l.weight.dtype, d.rows = l.out_features(), d.cols = l.in_features();
   if (l.is_fp8()) {
@@ -142,7 +151,7 @@ Status CudaBackend::upload_qkv(LayerWeights& layer, const char* what, Uploads& u
   for (Linear* l : ls) {
     DeviceWeight d;
     d.data = base + d_off, d.dtype = l->weight.dtype, d.rows = l->out_features(), d.cols = l->in_features();
-    queue_copy(base + d_off, l->weight, what);
+    queue_copy(base + d_off, *l, what);
     if (l->is_fp8()) {
       queue_copy(scale_base + s_off, l->scale_inv, what);
       d.scales = reinterpret_cast<const float*>(scale_base + s_off), d.scale_ld = l->scale_inv.shape[1];
@@ -227,7 +236,7 @@ Status CudaBackend::upload_experts(LayerWeights& layer, int index, bool on_host)
       // Each expert matrix gets its record too (a product over one expert, tests).
       DeviceWeight m;
       m.data = dst, m.dtype = l->weight.dtype, m.rows = l->out_features(), m.cols = l->in_features();
-      queue_copy(dst, l->weight, what);
+      queue_copy(dst, *l, what);
       if (l->is_fp8()) {
         queue_copy(dst + scale_off, l->scale_inv, what);
         m.scales = reinterpret_cast<const float*>(dst + scale_off), m.scale_ld = l->scale_inv.shape[1];
@@ -352,7 +361,10 @@ Status CudaBackend::prepare_weights(ModelWeights& w) {
           return errorf("{}: generating {} dummy FP8 bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
         }
         // (cudaMemcpyDefault: the destination may be pinned host memory.)
-        const cudaError_t e = cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyDefault);
+        const cudaError_t e =
+            c.strided() ? cudaMemcpy2D(c.dst, c.row_bytes, c.src, c.src_pitch, c.row_bytes, c.bytes / c.row_bytes,
+                                       cudaMemcpyDefault)
+                        : cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyDefault);
         if (e == cudaSuccess) return Status();
         return errorf("{}: upload of {} bytes failed: {}", c.what, c.bytes, cudaGetErrorString(e));
       },
@@ -396,6 +408,8 @@ Status CudaBackend::update_weights(const ModelWeights& served, ModelWeights& nex
   };
   auto linear = [&](const Linear& was, Linear& to, const char* what) -> Status {
     if (was.weight.empty()) return Status();
+    if (!was.contiguous() || !to.contiguous())
+      return errorf("update_weights: {} is a tensor-parallel column slice; updates of a shard are not supported", what);
     M2_ASSIGN_OR_RETURN(const PreparedTensor* r, record_of(was.prepared, what));
     M2_RETURN_IF_ERROR(copy(r->weight.data, to.weight, was.weight, what));
     if (was.is_fp8()) M2_RETURN_IF_ERROR(copy(r->weight.scales, to.scale_inv, was.scale_inv, what));
