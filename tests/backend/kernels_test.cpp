@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -99,6 +100,60 @@ TEST_P(MatmulTest, AllIsasMatchFloat64AndAreBatchInvariant) {
             std::vector<float> y1(N);
             k.matmul(x.data() + t * K, 1, K, K, w.ref, 0, N, y1.data(), N);
             for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y1[n], y[t * N + n]) << isa_name(isa) << " t=" << t << " T=" << T << " N=" << N << " K=" << K << " n=" << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rows longer than the prefill's 512-column slices (K = 1152: two whole and
+// a part; 1040: not a multiple of the grouped FP8 reads), read contiguous and
+// as a column slice of a wider matrix (rows ld = K + 128 apart, the view a
+// tensor-parallel rank computes from), against float64 and batch-invariant.
+TEST_P(MatmulTest, LongAndStridedRowsMatchFloat64AndAreBatchInvariant) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t K : {1152, 1040}) {
+    constexpr int64_t N = 130, kOff = 128;
+    RandomWeight w(GetParam(), N, K + kOff, rng);
+    for (bool strided : {false, true}) {
+      WeightRef ref = w.ref;
+      const int64_t off = strided ? kOff : 0, ld = K + kOff;
+      // contiguous: the first K columns of each row, as their own [N, K] copy
+      std::vector<uint8_t> packed;
+      if (strided) {
+        ref.data = w.bytes.data() + off * dtype_size(GetParam());
+        if (GetParam() == DType::kF8E4M3) ref.scales = w.scales.data() + 1;  // column block 1 on
+      } else {
+        const size_t esz = dtype_size(GetParam());
+        packed.resize(static_cast<size_t>(N * K) * esz);
+        for (int64_t n = 0; n < N; ++n)
+          std::copy_n(w.bytes.data() + n * ld * esz, K * esz, packed.data() + n * K * esz);
+        ref.data = packed.data();
+        ref.ld = K;
+      }
+      for (int64_t T : {1, 2, 16, 70}) {
+        std::vector<float> x(T * K);
+        for (float& v : x) v = nd(rng);
+        for (Isa isa : supported_isas()) {
+          const Kernels& k = kernels_for(isa);
+          std::vector<float> y(T * N, -1.0f), y1(N);
+          k.matmul(x.data(), T, K, K, ref, 0, N, y.data(), N);
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t n = 0; n < N; ++n) {
+              double want = 0, mag = 0;
+              for (int64_t i = 0; i < K; ++i) {
+                const double wv = w.values[n * ld + off + i];
+                want += static_cast<double>(x[t * K + i]) * wv;
+                mag += std::fabs(x[t * K + i] * wv);
+              }
+              ASSERT_NEAR(y[t * N + n], want, 1e-6 * mag + 1e-30)
+                  << isa_name(isa) << " T=" << T << " K=" << K << " strided=" << strided << " n=" << n;
+            }
+            k.matmul(x.data() + t * K, 1, K, K, ref, 0, N, y1.data(), N);
+            for (int64_t n = 0; n < N; ++n)
+              ASSERT_EQ(y1[n], y[t * N + n]) << isa_name(isa) << " t=" << t << " T=" << T << " K=" << K << " n=" << n;
           }
         }
       }

@@ -12,6 +12,8 @@ struct Avx512Base {
   using F = __m512;
   static constexpr int W = 16;
   static constexpr int kMaxTT = 4;  // 4 tokens x 4 rows = 16 accumulators of 32 registers
+  // The prefill panel's tile: 4 x 4 ran at 93 % of the FMA peak in L1 (6 x 4, 5 x 5 the same).
+  static constexpr int kPanelTT = 4;
   static constexpr float kFp8Mul = 256.0f;  // see avx2's load_fp8
 
   static F zero() { return _mm512_setzero_ps(); }

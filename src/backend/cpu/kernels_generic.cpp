@@ -16,6 +16,7 @@ struct V {
   };
   static constexpr int W = 8;
   static constexpr int kMaxTT = 4;
+  static constexpr int kPanelTT = 4;
   static constexpr float kFp8Mul = 1.0f;  // load_fp8 returns true values
 
   static F zero() { return set1(0.0f); }

@@ -1,6 +1,7 @@
 // Kernel bodies shared by every ISA. Included once per ISA translation unit
 // with a vector policy `V` providing:
-//   F, W (lanes), kMaxTT (token rows per register tile), kFp8Mul,
+//   F, W (lanes), kMaxTT (token rows per register tile), kPanelTT (the same
+//   for the prefill panel's tile, matmul_blocked), kFp8Mul,
 //   zero, set1, load, store, fma (a*b+c), mul, add, reduce (horizontal sum),
 //   load_bf16, load_f16, load_fp8 (value / kFp8Mul), store_bf16 (RNE).
 // Only include from kernels_<isa>.cpp, inside that file's own namespace,
@@ -85,28 +86,37 @@ inline bool fp8_grouped(const WeightRef& w, int64_t K) {
   return false;
 }
 
-// Rows [n, n+R) decoded into panel [R, K] fp32 (rows `ldp` apart): exactly
-// the values the fused path computes in registers (FP8: unscaled, value /
-// V::kFp8Mul).
+// Rows [n, n+R), columns [k0, k1) of K, decoded into panel [R, k1 - k0]
+// fp32 (rows `ldp` apart, column k0 first): exactly the values the fused
+// path computes in registers (FP8: unscaled, value / V::kFp8Mul). k0 and k1
+// are multiples of 4 x W where the rows are read grouped (fp8_grouped).
+// With `ahead` > 0 each row's next `ahead` elements past k1 are prefetched
+// (the slice the caller decodes next: slices of many rows at once are more
+// streams than the hardware prefetchers follow).
 template <class V, DType T, int R>
-void decode_panel(const WeightRef& w, int64_t n, int64_t K, float* panel, int64_t ldp) {
+void decode_panel(const WeightRef& w, int64_t n, int64_t K, int64_t k0, int64_t k1, float* panel, int64_t ldp,
+                  int64_t ahead = 0) {
   const auto* data = static_cast<const typename Elem<T>::type*>(w.data);
+  const int64_t pf_end = std::min(K, k1 + ahead);
+  for (int r = 0; r < R; ++r)
+    for (int64_t k = k1; k < pf_end; k += 64 / static_cast<int64_t>(sizeof(*data)))
+      __builtin_prefetch(data + (n + r) * w.ld + k);
   if constexpr (kHasFp8x4<V, T>) {
     if (fp8_grouped<V, T>(w, K)) {
       for (int r = 0; r < R; ++r)
-        for (int64_t k = 0; k < K; k += 4 * V::W) {
+        for (int64_t k = k0; k < k1; k += 4 * V::W) {
           typename V::F v[4];
           V::load_fp8x4(data + (n + r) * w.ld + k, v);
-          for (int j = 0; j < 4; ++j) V::store(panel + r * ldp + k + V::W * j, v[j]);
+          for (int j = 0; j < 4; ++j) V::store(panel + r * ldp + (k - k0) + V::W * j, v[j]);
         }
       return;
     }
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = n + r;
-    int64_t k = 0;
-    for (; k + V::W <= K; k += V::W) V::store(panel + r * ldp + k, load_weight<V, T>(data + row * w.ld + k));
-    for (; k < K; ++k) panel[r * ldp + k] = weight_scalar<V, T>(data + row * w.ld + k);
+    int64_t k = k0;
+    for (; k + V::W <= k1; k += V::W) V::store(panel + r * ldp + (k - k0), load_weight<V, T>(data + row * w.ld + k));
+    for (; k < k1; ++k) panel[r * ldp + (k - k0)] = weight_scalar<V, T>(data + row * w.ld + k);
   }
 }
 
@@ -219,32 +229,35 @@ inline void tile_span(const float* x, int64_t ldx, const float* panel, int64_t l
 }
 
 // Prefill: rows [n_begin, n_end) (a multiple of R of them) for tn tokens,
-// K a multiple of W (no scalar tails), the weights decoded kChunkRows rows
-// at a time. The decoded chunk's and a token tile's slices of kKBlock
-// columns stay in L1 while every (token tile, R rows) pair runs over them;
-// the pairs' accumulators wait in a buffer from one slice to the next (the
-// whole of K at once would not fit: a row is 12 KB at K = 3072). The
-// decoded rows are padded by one cache line so that rows of a power-of-two
-// multiple of 4 KB do not all fall in the same L1 sets (so must x's be:
-// matmul_typed pads its scaled copy).
+// K a multiple of W (no scalar tails), over column slices of kKBlock: the
+// weights of kChunkRows rows are decoded one slice at a time into a panel
+// that stays in L1 (16 rows x 256 fp32 = 16 KB, beside a token tile's x,
+// within any L1; decoding whole rows, 12 KB each at K = 3072, wrote the
+// panel to L2 and cost the MoE's ~16 tokens an expert a third of their FMA
+// time; 512-column slices measured 10 % slower), every (token tile, R rows) pair runs
+// over it, and the pairs' accumulators wait in a buffer from one slice to
+// the next (a store and reload of an fp32 vector change no bit: tile()'s
+// arithmetic). The panel's rows are padded by one cache line so that they
+// do not fall in the same L1 sets (so must x's be: matmul_typed pads its
+// scaled copy).
 template <class V, DType T, int R>
 void matmul_blocked(const float* x, int64_t tn, int64_t ldx, int64_t K, const WeightRef& w, int64_t n_begin,
                     int64_t n_end, float* y, int64_t ldy) {
-  constexpr int64_t kChunkRows = 4 * R, kKBlock = 512, kTT = V::kMaxTT;
+  constexpr int64_t kChunkRows = 4 * R, kKBlock = 256, kTT = V::kPanelTT;
+  constexpr int64_t ldp = kKBlock + 64 / static_cast<int64_t>(sizeof(float));
   thread_local std::vector<float> panel_buf, acc_buf;
-  const int64_t ldp = K + 64 / static_cast<int64_t>(sizeof(float));
   float* panel = line_aligned(panel_buf, static_cast<size_t>(kChunkRows * ldp));
   float* acc = line_aligned(acc_buf, static_cast<size_t>(tn * kChunkRows * V::W));
   for (int64_t n = n_begin; n < n_end; n += kChunkRows) {
     const int64_t rows = std::min(kChunkRows, n_end - n);
-    for (int64_t r = 0; r < rows; r += R) decode_panel<V, T, R>(w, n + r, K, panel + r * ldp, ldp);
     std::fill(acc, acc + tn * kChunkRows * V::W, 0.0f);
     for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
       const int64_t k1 = std::min(K, k0 + kKBlock);
-      auto span = [&]<int TT>(int64_t t) {
+      for (int64_t r = 0; r < rows; r += R) decode_panel<V, T, R>(w, n + r, K, k0, k1, panel + r * ldp, ldp, kKBlock);
+      auto span = [&]<int TT>(int64_t t) {  // (x from column k0, as the panel)
         for (int64_t r = 0; r < rows; r += R)
-          tile_span<V, TT, R>(x + t * ldx, ldx, panel + r * ldp, ldp, k0, k1, acc + (t * kChunkRows + r) * V::W,
-                              kChunkRows);
+          tile_span<V, TT, R>(x + t * ldx + k0, ldx, panel + r * ldp, ldp, 0, k1 - k0,
+                              acc + (t * kChunkRows + r) * V::W, kChunkRows);
       };
       int64_t t = 0;
       for (; t + kTT <= tn; t += kTT) span.template operator()<kTT>(t);
@@ -281,11 +294,11 @@ void matmul_rows(const float* x, int64_t nt, int64_t ldx, int64_t K, const Weigh
     if (blocked) matmul_blocked<V, T, R>(x + tb * ldx, tn, ldx, K, w, n_begin, n_split, y + tb * ldy, ldy);
     int64_t n = n_split;
     for (; n + R <= n_end; n += R) {
-      decode_panel<V, T, R>(w, n, K, panel, K);
+      decode_panel<V, T, R>(w, n, K, 0, K, panel, K);
       tile_rows<V, T, R, true>(x + tb * ldx, tn, ldx, K, w, n, panel, y + tb * ldy, ldy);
     }
     for (; n < n_end; ++n) {
-      decode_panel<V, T, 1>(w, n, K, panel, K);
+      decode_panel<V, T, 1>(w, n, K, 0, K, panel, K);
       tile_rows<V, T, 1, true>(x + tb * ldx, tn, ldx, K, w, n, panel, y + tb * ldy, ldy);
     }
   }
