@@ -118,8 +118,11 @@ class Backend {
   // warning). CPU: nothing to reserve.
   virtual Result<size_t> reserve_scratch(const ModelConfig& config, const StepLimits& limits) { return size_t{0}; }
 
-  // out[i] = table[ids[i]] as fp32.
-  virtual void embed(const Weight& table, std::span<const int32_t> ids, Act out) = 0;
+  // out[i] = table[ids[i] - first_id] as fp32; a zero row where ids[i] is
+  // outside the table's rows [first_id, first_id + rows) (a tensor-parallel
+  // rank's share of the vocabulary, model/weight_shard.h; otherwise first_id
+  // is 0 and every id is inside).
+  virtual void embed(const Weight& table, std::span<const int32_t> ids, int64_t first_id, Act out) = 0;
   // out = x / rms(x) * w over each row (fp32 statistics). out may be x.
   // Returns out's copy for the products that read it (ActCopy), if any.
   virtual ActCopy rms_norm(Act x, const Weight& weight, float eps, Act out) = 0;

@@ -374,7 +374,9 @@ Result<Act> MiniMaxM2::run(const StepInput& given, KvCache& cache) {
   }
   const Backend::GraphMode mode = b.begin_step(graph_key, arrays);
   if (mode != Backend::GraphMode::kReplayed) {
-    b.embed(weights_->embed, in.tokens, x);
+    b.embed(weights_->embed, in.tokens, weights_->embed_first_id, x);
+    // A rank's share of the vocabulary (weight_shard.h): the others' rows are its zeros.
+    if (tp && weights_->embed.shape[0] < c.vocab_size) comm_->all_reduce_sum(x.data, T * c.hidden_size);
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       const LayerWeights& L = weights_->layers[l];
       // Attention block: x += o_proj(attn(rope(qk_norm(q, k)), v)); the

@@ -168,7 +168,8 @@ TensorShare tensor_share(const ModelConfig& c, const ParallelConfig& p, int rank
     if (p.expert_parallel) return {e >= l.expert_begin && e < l.expert_end ? 1 : 0, 1};
     return {l.inter_size, c.intermediate_size};
   }
-  if (name.rfind("lm_head.", 0) == 0 && c.vocab_size % p.tensor_parallel_size == 0) return {1, p.tensor_parallel_size};
+  if ((name.rfind("lm_head.", 0) == 0 || has("embed_tokens.")) && c.vocab_size % p.tensor_parallel_size == 0)
+    return {1, p.tensor_parallel_size};
   return {};
 }
 
@@ -193,6 +194,10 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
   if (c.vocab_size % p.tensor_parallel_size == 0) {  // this rank's vocabulary rows; else all of them
     const int64_t v = c.vocab_size / p.tensor_parallel_size;
     M2_ASSIGN_OR_RETURN(w->lm_head, row_slice(full.lm_head, rank * v, (rank + 1) * v, "lm_head"));
+    w->embed.data = static_cast<const uint8_t*>(full.embed.data) +
+                    static_cast<size_t>(rank * v * c.hidden_size) * dtype_size(full.embed.dtype);
+    w->embed.shape = Shape{v, full.embed.shape[1]};
+    w->embed_first_id = rank * v;
   } else {
     w->lm_head = full.lm_head;
     w->lm_head.prepared = nullptr;

@@ -16,7 +16,11 @@
 //   lm_head:   a row slice (the rank's V/tp vocabulary rows, a view); each
 //              logit row gathered from all ranks. When tp does not divide V:
 //              replicated, and rank 0 alone computes the logits.
-//   embedding, final norm: replicated (views).
+//   embedding: the same V/tp rows (a view); a rank looks its ids up, writes
+//              zeros for the others', and the rows are all-reduced (one
+//              non-zero term an element: the unsharded values). Replicated
+//              when tp does not divide V.
+//   final norm: replicated (a view).
 //
 // FP8 weights are 128x128 block-scaled: every slice starts and ends on a
 // block boundary (checked, and refused naming the value otherwise), so the

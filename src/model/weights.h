@@ -71,7 +71,8 @@ struct LayerWeights {
 
 struct ModelWeights {
   ModelConfig config;
-  Weight embed;       // [V, H]
+  Weight embed;       // [V, H]; a tensor-parallel shard's: its [V/tp, H] share
+  int64_t embed_first_id = 0;  // the token id of embed's row 0 (a shard's share starts there)
   Weight final_norm;  // [H]
   Linear lm_head;         // [V, H]; the embedding when tie_word_embeddings
   std::vector<LayerWeights> layers;

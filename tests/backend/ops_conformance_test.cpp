@@ -58,10 +58,27 @@ TEST_P(Ops, EmbedAndGatherAreExact) {
     prepare(w);
     std::vector<int32_t> ids = {5, 999, 0, 5, 123, 777, 1};
     Act out = poisoned(7, H);
-    dev_->embed(w.embed, ids, out);
+    dev_->embed(w.embed, ids, 0, out);
     std::vector<float> want(7 * H);
-    cpu_->embed(w.embed, ids, host_act(want, 7));
+    cpu_->embed(w.embed, ids, 0, host_act(want, 7));
     EXPECT_EQ(to_host(out), want) << dtype_name(dt);
+    // A tensor-parallel rank's share of the vocabulary, rows [200, 700) of
+    // the table: its ids' rows, zeros for the others' (999, 0, 5, 123, 1).
+    ModelWeights part;
+    part.embed = w.embed;
+    part.embed.data = static_cast<const uint8_t*>(w.embed.data) + 200 * H * dtype_size(dt);
+    part.embed.shape = Shape{500, H};
+    part.embed.prepared = nullptr;
+    prepare(part);
+    Act pout = poisoned(7, H);
+    dev_->embed(part.embed, ids, 200, pout);
+    std::vector<float> want_part(7 * H, 0.0f);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= 200 && ids[i] < 700) std::copy_n(want.begin() + i * H, H, want_part.begin() + i * H);
+    std::vector<float> cpu_part(7 * H, -1.0f);
+    cpu_->embed(part.embed, ids, 200, host_act(cpu_part, 7));
+    EXPECT_EQ(cpu_part, want_part) << dtype_name(dt);
+    EXPECT_EQ(to_host(pout), want_part) << dtype_name(dt);
 
     const std::vector<int64_t> rows = {6, 0, 3};
     Act sel = poisoned(3, H);

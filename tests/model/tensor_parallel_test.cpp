@@ -255,6 +255,8 @@ TEST(TensorParallelConfig, AVocabularyTpDoesNotDivideKeepsTheLmHeadWhole) {
   auto s = shard_weights(**w, p, 5);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->lm_head.weight.data, (*w)->lm_head.weight.data);
+  EXPECT_EQ((*s)->embed.data, (*w)->embed.data);  // and the embedding whole
+  EXPECT_EQ((*s)->embed_first_id, 0);
   auto cpu = make_cpu_backend();
   MiniMaxM2 single(**w, *cpu);
   auto g = make_group(**w, 8, false);
@@ -293,6 +295,9 @@ TEST(TensorParallelConfig, ARankHoldsItsSlices) {
   EXPECT_FALSE(R.o_proj.contiguous());
   EXPECT_EQ((*s)->lm_head.weight.shape, (Shape{128, 192}));
   EXPECT_EQ((*s)->lm_head.weight.data, byte(full.lm_head.weight, 3 * 128 * 192));
+  EXPECT_EQ((*s)->embed.shape, (Shape{128, 192}));  // the same vocabulary rows, looked up from id 384
+  EXPECT_EQ((*s)->embed.data, byte(full.embed, 3 * 128 * 192));
+  EXPECT_EQ((*s)->embed_first_id, 3 * 128);
   EXPECT_EQ(R.experts[0].w1.weight.shape, (Shape{24, 192}));
   EXPECT_EQ(R.experts[0].w2.weight.shape, (Shape{192, 24}));
   EXPECT_EQ(R.experts[0].w2.weight.data, byte(L.experts[0].w2.weight, 72));  // columns 72..95 of 96

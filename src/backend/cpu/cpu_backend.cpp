@@ -60,11 +60,16 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
 void CpuBackend::copy_to_host(const void* src, void* dst_host, size_t bytes) { std::memcpy(dst_host, src, bytes); }
 void CpuBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) { std::memcpy(dst, src_host, bytes); }
 
-void CpuBackend::embed(const Weight& table, std::span<const int32_t> ids, Act out) {
-  const int64_t H = out.cols;
+void CpuBackend::embed(const Weight& table, std::span<const int32_t> ids, int64_t first_id, Act out) {
+  const int64_t H = out.cols, rows = table.shape[0];
   const size_t row_bytes = static_cast<size_t>(H) * dtype_size(table.dtype);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const void* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[i]) * row_bytes;
+    const int64_t r = ids[i] - first_id;
+    if (r < 0 || r >= rows) {  // another rank's id
+      std::fill(out.data + i * H, out.data + (i + 1) * H, 0.0f);
+      continue;
+    }
+    const void* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(r) * row_bytes;
     k_.to_f32(table.dtype, row, out.data + i * H, H);
   }
 }

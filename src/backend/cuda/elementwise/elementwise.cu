@@ -13,12 +13,16 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-__global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_t H, const int32_t* __restrict__ ids,
-                             float* __restrict__ out) {
+__global__ void embed_kernel(const void* __restrict__ table, DType dtype, int64_t rows, int64_t first_id, int64_t H,
+                             const int32_t* __restrict__ ids, float* __restrict__ out) {
   grid_dependency_wait();
   allow_dependents();
-  const int64_t row = ids[blockIdx.x];
+  const int64_t row = ids[blockIdx.x] - first_id;
   float* o = out + blockIdx.x * H;
+  if (row < 0 || row >= rows) {  // another rank's id
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) o[j] = 0.0f;
+    return;
+  }
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) o[j] = load_any(table, dtype, row * H + j);
 }
 
@@ -169,9 +173,10 @@ cudaError_t kernels_loadable(int* arch) {
   return e;
 }
 
-cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
-                         cudaStream_t stream) {
-  return launch_pdl(embed_kernel, static_cast<unsigned>(T), kRowThreads, 0, stream, table, dtype, H, ids, out);
+cudaError_t launch_embed(const void* table, DType dtype, int64_t rows, int64_t first_id, int64_t H, const int32_t* ids,
+                         int64_t T, float* out, cudaStream_t stream) {
+  return launch_pdl(embed_kernel, static_cast<unsigned>(T), kRowThreads, 0, stream, table, dtype, rows, first_id, H,
+                    ids, out);
 }
 
 namespace {

@@ -11,9 +11,10 @@
 namespace m2::cuda {
 
 // ---- elementwise.cu ----------------------------------------------------------
-// out[i, :] = table[ids[i], :] as fp32; table [V, H].
-cudaError_t launch_embed(const void* table, DType dtype, int64_t H, const int32_t* ids, int64_t T, float* out,
-                         cudaStream_t stream);
+// out[i, :] = table[ids[i] - first_id, :] as fp32, zeros where that is not a
+// row of table [rows, H] (Backend::embed).
+cudaError_t launch_embed(const void* table, DType dtype, int64_t rows, int64_t first_id, int64_t H, const int32_t* ids,
+                         int64_t T, float* out, cudaStream_t stream);
 // out = x / rms(x) * w per row of n (fp64 statistics); out may be x. With
 // out8.q: also out's FP8 copy (n a multiple of 128, out 16-byte aligned).
 cudaError_t launch_rms_norm(const float* x, int64_t rows, int64_t n, const void* w, DType w_dtype, float eps,

@@ -176,12 +176,14 @@ void CudaBackend::copy_from_host(const void* src_host, void* dst, size_t bytes) 
                 bytes);
 }
 
-void CudaBackend::embed(const Weight& table, std::span<const int32_t> ids, Act out) {
+void CudaBackend::embed(const Weight& table, std::span<const int32_t> ids, int64_t first_id, Act out) {
   bind_device();
   auto timer = timed([&] { return fmt::format("embed T={}", ids.size()); });
   const int32_t* d_ids = static_cast<const int32_t*>(upload(ids_, ids.data(), ids.size_bytes(), "token ids"));
   const int64_t T = static_cast<int64_t>(ids.size());
-  check(launch_embed(device_view(table, "embed"), table.dtype, out.cols, d_ids, T, out.data, stream_), "embed",
+  check(launch_embed(device_view(table, "embed"), table.dtype, table.shape[0], first_id, out.cols, d_ids, T, out.data,
+                     stream_),
+        "embed",
         [&] { return fmt::format("embed {} ids from {} {} into {}", T, dtype_name(table.dtype), table.shape.str(), shape(out)); });
 }
 

@@ -55,7 +55,7 @@ class CudaBackend final : public Backend {
   void copy_from_host(const void* src_host, void* dst, size_t bytes) override;
   Result<size_t> reserve_scratch(const ModelConfig& config, const StepLimits& limits) override;  // backend_scratch.cpp
 
-  void embed(const Weight& table, std::span<const int32_t> ids, Act out) override;
+  void embed(const Weight& table, std::span<const int32_t> ids, int64_t first_id, Act out) override;
   ActCopy rms_norm(Act x, const Weight& weight, float eps, Act out) override;
   void add(Act x, Act y) override;
   void gather_rows(Act x, std::span<const int64_t> rows, Act out) override;
