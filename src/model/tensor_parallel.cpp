@@ -33,16 +33,17 @@ Result<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::create(const M
   std::vector<std::unique_ptr<Communicator>> comms;
   if (nodes) {
     comms = make_node_communicators(nodes, parallel.tensor_parallel_size);
-    for (int r = 0; r < n; ++r)
-      if (!backends[r]->activations_on_host()) comms[r] = stage_through_host(std::move(comms[r]), *backends[r]);
   } else if (make_comms) {
     M2_ASSIGN_OR_RETURN(comms, make_comms(backends));
     if (static_cast<int>(comms.size()) != n) return errorf("tensor parallelism: {} communicators for {} ranks", comms.size(), n);
   } else {
     comms = make_local_communicators(n);
+  }
+  // The node and in-process communicators sum host buffers: a device rank's
+  // go through the host (make_comms' are the backends' own).
+  if (nodes || !make_comms)
     for (int r = 0; r < n; ++r)
       if (!backends[r]->activations_on_host()) comms[r] = stage_through_host(std::move(comms[r]), *backends[r]);
-  }
   for (int r = 0; r < n; ++r) {
     Rank& rank = g->ranks_[r];
     M2_ASSIGN_OR_RETURN(rank.weights, shard_weights(full, parallel, g->first_rank_ + r));
