@@ -92,14 +92,13 @@ Status ModelOptions::check() const {
     return errorf("--batch-invariant with --cpu-moe or --n-cpu-moe is not supported: a host layer's experts run on "
                   "the CPU up to --cpu-moe-max-tokens tokens a step and on the GPU above, with other numerics");
   if (!n_cpu_moe.empty()) M2_RETURN_IF_ERROR(parse_n_cpu_moe(n_cpu_moe).status());
-  M2_RETURN_IF_ERROR(nodes.resolve(tensor_parallel_size).status());
+  M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
   if (tensor_parallel_size > 1) {  // before a long load: the split is decided by config.json alone
     if (device != "cpu") {
       if (cpu_moe || !n_cpu_moe.empty())
         return errorf("--cpu-moe and --n-cpu-moe with --tensor-parallel-size {}: not supported (with several GPUs "
                       "the experts are split over them instead)",
                       tensor_parallel_size);
-      M2_ASSIGN_OR_RETURN(const NodeConfig node, nodes.resolve(tensor_parallel_size));
       if (gpu_memory_utilization != 0 && node.nnodes > 1)
         return errorf("--gpu-memory-utilization with --nnodes {} on the GPU is not supported yet: give the KV "
                       "cache's bytes per GPU (--kv-cache-memory)",

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <vector>
 
 namespace m2 {
 namespace {
@@ -41,14 +40,18 @@ Result<int64_t> kv_cache_budget(double utilization, int64_t total_bytes, int64_t
 Result<int64_t> kv_cache_budget_per_rank(double utilization, std::span<const RankMemory> ranks,
                                          int64_t activation_bytes) {
   if (ranks.empty()) return errorf("kv_cache_budget_per_rank: no ranks");
-  std::map<int, std::vector<const RankMemory*>> by_device;
-  for (const RankMemory& r : ranks) by_device[r.device].push_back(&r);
+  struct Device {
+    int64_t total = 0, weights = 0, ranks = 0;
+  };
+  std::map<int, Device> devices;
+  for (const RankMemory& r : ranks) {
+    Device& d = devices[r.device];
+    d.total = r.total_bytes, d.weights += r.weight_bytes, ++d.ranks;
+  }
   int64_t least = std::numeric_limits<int64_t>::max();
-  for (const auto& [device, held] : by_device) {
-    int64_t weights = 0;
-    for (const RankMemory* r : held) weights += r->weight_bytes;
-    const int64_t n = static_cast<int64_t>(held.size());
-    auto left = kv_cache_budget(utilization, held[0]->total_bytes, weights, n * activation_bytes);
+  for (const auto& [device, d] : devices) {
+    const int64_t n = d.ranks;
+    auto left = kv_cache_budget(utilization, d.total, d.weights, n * activation_bytes);
     if (!left.ok())
       return left.status().with_context(
           fmt::format("GPU {} ({} rank{} of the group)", device, n, n > 1 ? "s" : ""));

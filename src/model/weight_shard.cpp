@@ -18,12 +18,18 @@ Status check_block_slice(const char* what, int64_t begin, int64_t end, int64_t n
                 what, begin, end, n, block, flag, block);
 }
 
+// Rows [begin, end) of a 2-D view whose rows are `ld` elements apart.
+TensorView row_view(const TensorView& t, int64_t ld, int64_t begin, int64_t end) {
+  TensorView out = t;
+  out.data = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(begin * ld) * dtype_size(t.dtype);
+  out.shape = Shape{end - begin, t.shape[1]};
+  return out;
+}
+
 // Rows [begin, end) of a [rows, cols] Linear: a view (and the scales' rows).
 Result<Linear> row_slice(const Linear& w, int64_t begin, int64_t end, const char* what) {
   Linear out = w;
-  const size_t esz = dtype_size(w.weight.dtype);
-  out.weight.data = static_cast<const uint8_t*>(w.weight.data) + static_cast<size_t>(begin * w.ld()) * esz;
-  out.weight.shape = Shape{end - begin, w.in_features()};
+  out.weight = row_view(w.weight, w.ld(), begin, end);
   out.prepared = nullptr;
   if (w.is_fp8()) {
     M2_RETURN_IF_ERROR(check_block_slice(what, begin, end, w.out_features(), w.block_rows, "output rows"));
@@ -194,9 +200,7 @@ Result<std::unique_ptr<ModelWeights>> shard_weights(const ModelWeights& full, co
   if (c.vocab_size % p.tensor_parallel_size == 0) {  // this rank's vocabulary rows; else all of them
     const int64_t v = c.vocab_size / p.tensor_parallel_size;
     M2_ASSIGN_OR_RETURN(w->lm_head, row_slice(full.lm_head, rank * v, (rank + 1) * v, "lm_head"));
-    w->embed.data = static_cast<const uint8_t*>(full.embed.data) +
-                    static_cast<size_t>(rank * v * c.hidden_size) * dtype_size(full.embed.dtype);
-    w->embed.shape = Shape{v, full.embed.shape[1]};
+    w->embed = row_view(full.embed, full.embed.shape[1], rank * v, (rank + 1) * v);  // (not prepared)
     w->embed_first_id = rank * v;
   } else {
     w->lm_head = full.lm_head;
